@@ -1,0 +1,62 @@
+"""Every way the project is built, checked, measured and trained.
+
+`nox` (no arguments) runs the default sessions: lint, tests, parity — the README's test command,
+and what CI runs. Every session passes `session.posargs` through to its tool.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["lint", "tests", "parity"]
+nox.options.reuse_existing_virtualenvs = True
+
+CONSTRAINTS = ("-c", "constraints.txt")
+
+
+def _install(session: nox.Session, *extra: str) -> None:
+    session.install(*CONSTRAINTS, "-e", ".[test]", *extra)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check."""
+    session.install(*CONSTRAINTS, "ruff")
+    session.run("ruff", "check", ".", *session.posargs)
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite, hypothesis in its derandomized CI profile."""
+    _install(session)
+    session.run("pytest", "--hypothesis-profile=ci", *session.posargs)
+
+
+@nox.session
+def nightly(session: nox.Session) -> None:
+    """The test suite with many more hypothesis examples."""
+    _install(session)
+    session.run("pytest", "--hypothesis-profile=nightly", *session.posargs)
+
+
+@nox.session
+def parity(session: nox.Session) -> None:
+    """Per-token log-probs and memories against HF's TransfoXL reference port."""
+    _install(session, "transformers==4.35.2")
+    session.run(
+        "pytest",
+        "--hypothesis-profile=ci",
+        "tests/parity",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env={"TXL_REQUIRE_PARITY": "1"},
+    )
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Speed and memory figures, printed as tables (never asserted)."""
+    _install(session, "transformers==4.35.2")
+    session.run("python", "-m", "benchmarks", *session.posargs)

@@ -1,0 +1,1 @@
+"""A faithful Transformer-XL core: relative attention, memory, exact document reset, evaluators."""
