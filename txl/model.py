@@ -1,0 +1,244 @@
+"""The Transformer-XL language model (Dai et al. 2019), as the reference code builds it.
+
+    tokens (B, T) ──embedding·√d_model──dropout──► h_0 ─► layer 0 ─► h_1 ─► … ─► h_L ─► dropout ─► logits
+                                                    │               │
+    memory.states[0] (B, M, d) ─────────────────────┘  states[1] ───┘   (SG: detached, from earlier segments)
+
+Each layer reads [memory.states[l]; h_l] as keys and values and h_l as queries (txl.attention), then a
+position-wise feed-forward. The new memory keeps, per layer, the last `mem_len` of [states[l]; h_l]
+— the layer's INPUT — so information climbs one layer per segment crossed (txl.memory).
+
+Output: logits = h_L W^T + b, W the embedding matrix when `tie_weight` (the bias is always separate).
+Pre-LN has no final LayerNorm, as the reference. NLL is per token and unreduced:
+
+    nll[b, t] = −log p(targets[b, t] | tokens[b, :t+1], memory)
+
+(the stream evaluator aligns it so that nll[t] is the loss of predicting token t; see txl.evaluator).
+
+Parameter names (checkpoints and the HF parity mapping depend on them; do not rename):
+    word_emb.weight (V, d)                      out_bias (V,)      out_weight (V, d) only if untied
+    bias_u, bias_v (H, D)                       shared u, v ("rel"; "shaw" has bias_u only); with
+                                                untie_r: layers.{l}.attn.bias_u / .bias_v
+    layers.{l}.attn.{q,k,v,o,r}_proj.weight     r_proj ("rel" only) is W_R; no biases
+    layers.{l}.attn.norm.{weight,bias}          the attention sub-layer's LayerNorm
+    layers.{l}.attn.shaw.{emb,bias}             "shaw": (table_len, H, D), (table_len, H)
+    layers.{l}.ff.{fc1,fc2}.{weight,bias}       layers.{l}.ff.norm.{weight,bias}
+    layers.{l}.pos_emb.weight                   "learned": (table_len, d)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from txl.attention import RelMultiHeadAttention
+from txl.config import TXLConfig
+from txl.geometry import Geometry
+from txl.masking import attention_mask, relative_distances
+from txl.memory import Memory
+from txl.positional import LearnedAbsolute, ShawRelative, SinusoidEncoding, window_positions
+
+
+@dataclass
+class TXLOutput:
+    nll: Tensor | None  # (B, T) loss of targets[b, t]; None without targets
+    logits: Tensor | None  # (B, T, V), only with return_logits
+    memory: Memory  # the memory for the next segment
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward: post-LN LN(x + FF(x)), pre-LN x + FF(LN(x)) (as the reference)."""
+
+    def __init__(self, config: TXLConfig):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, config.d_inner)
+        self.fc2 = nn.Linear(config.d_inner, config.d_model)
+        self.norm = nn.LayerNorm(config.d_model)
+        self.drop = nn.Dropout(config.dropout)
+        self.pre_lnorm = config.pre_lnorm
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = self.norm(x) if self.pre_lnorm else x  # (B, T, d)
+        y = self.drop(self.fc2(self.drop(F.relu(self.fc1(y)))))  # (B, T, d)
+        return x + y if self.pre_lnorm else self.norm(x + y)
+
+
+class Block(nn.Module):
+    """One decoder layer: relative attention over [SG(mem); h], then feed-forward."""
+
+    def __init__(self, config: TXLConfig):
+        super().__init__()
+        self.attn = RelMultiHeadAttention(config)
+        self.ff = FeedForward(config)
+        if config.pos_enc == "learned":
+            self.pos_emb = LearnedAbsolute(config.table_len, config.d_model)
+
+    def forward(self, h: Tensor, mem: Tensor, mask: Tensor, **pos) -> Tensor:
+        return self.ff(self.attn(h, mem, mask, **pos))  # (B, T, d)
+
+
+class TransformerXL(nn.Module):
+    def __init__(self, config: TXLConfig):
+        super().__init__()
+        if config.pos_enc in ("rel", "abs") and config.d_model % 2:
+            raise ValueError(
+                f"pos_enc={config.pos_enc!r} needs an even d_model, got {config.d_model}"
+            )
+        self.config = config
+        H, D = config.n_head, config.d_head
+
+        self.word_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.emb_scale = math.sqrt(config.d_model)
+        self.drop = nn.Dropout(config.dropout)
+        if config.pos_enc in ("rel", "abs"):
+            self.sinusoid = SinusoidEncoding(config.d_model)
+        if not config.untie_r and config.pos_enc in ("rel", "shaw"):
+            self.bias_u = nn.Parameter(torch.empty(H, D))  # u of §3.3, shared by all layers
+        if not config.untie_r and config.pos_enc == "rel":
+            self.bias_v = nn.Parameter(torch.empty(H, D))  # v of §3.3, shared by all layers
+        self.layers = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        if not config.tie_weight:
+            self.out_weight = nn.Parameter(torch.empty(config.vocab_size, config.d_model))
+        self.out_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.reset_parameters()
+
+    # ------------------------------------------------------------------ init
+    def reset_parameters(self) -> None:
+        """As the reference (weights_init): normal(0, init_std) for weights, embeddings, u, v and
+        position tables; zero biases; LayerNorm gains normal(1, init_std)."""
+        std = self.config.init_std
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, 0.0, std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, 0.0, std)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.normal_(module.weight, 1.0, std)
+                nn.init.zeros_(module.bias)
+            elif isinstance(module, ShawRelative):
+                nn.init.normal_(module.emb, 0.0, std)
+                nn.init.zeros_(module.bias)
+            elif isinstance(module, LearnedAbsolute):
+                nn.init.normal_(module.weight, 0.0, std)
+            for name in ("bias_u", "bias_v", "out_weight"):
+                p = module._parameters.get(name)
+                if p is not None:
+                    nn.init.normal_(p, 0.0, std)
+        nn.init.zeros_(self.out_bias)
+
+    # ------------------------------------------------------------------ forward
+    def forward(
+        self,
+        tokens: Tensor,
+        doc_ids: Tensor | None = None,
+        memory: Memory | None = None,
+        targets: Tensor | None = None,
+        geometry: Geometry | None = None,
+        return_logits: bool = False,
+    ) -> TXLOutput:
+        """tokens, doc_ids, targets: (B, T) long. doc_ids None: all zeros (one document).
+        memory None: empty. geometry None: the model's default with tgt_len = T (only mem_len,
+        clamp_len, same_length and reset matter here).
+
+        nll[b, t] = −log p(targets[b, t] | tokens[b, :t+1] and the memory), unreduced, in the
+        dtype of the logits (targets equal to −100 get 0, as F.cross_entropy)."""
+        hidden, new_memory = self.forward_hidden(tokens, doc_ids, memory, geometry)  # (B, T, d)
+        logits = self.head(hidden)  # (B, T, V)
+        nll = None
+        if targets is not None:
+            B, T = tokens.shape
+            nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
+            nll = nll.view(B, T)  # (B, T)
+        return TXLOutput(nll=nll, logits=logits if return_logits else None, memory=new_memory)
+
+    def head(self, hidden: Tensor) -> Tensor:
+        """(…, d) -> (…, V) logits."""
+        weight = self.word_emb.weight if self.config.tie_weight else self.out_weight
+        return F.linear(hidden, weight, self.out_bias)
+
+    def forward_hidden(
+        self,
+        tokens: Tensor,
+        doc_ids: Tensor | None = None,
+        memory: Memory | None = None,
+        geometry: Geometry | None = None,
+    ) -> tuple[Tensor, Memory]:
+        """The trunk: -> (last hidden state after dropout (B, T, d), new memory).
+
+        A memory longer than geometry.mem_len is cut to its last mem_len positions first: a query
+        never sees more than mem_len cached positions (mem_len 0: no recurrence at all)."""
+        cfg = self.config
+        B, T = tokens.shape
+        if geometry is None:
+            geometry = Geometry.for_model(cfg, tgt_len=T)
+        if doc_ids is None:
+            doc_ids = torch.zeros_like(tokens)
+        if memory is None:
+            memory = Memory.empty(
+                cfg.n_layer, B, cfg.d_model, tokens.device, self.word_emb.weight.dtype
+            )
+        if memory.batch_size != B or memory.n_layer != cfg.n_layer:
+            raise ValueError(
+                f"memory is {memory.batch_size} rows × {memory.n_layer} layers, "
+                f"expected {B} rows × {cfg.n_layer} layers"
+            )
+        mem_len = geometry.mem_len
+        memory = memory.truncate(mem_len)
+        M = memory.length
+        K = M + T
+
+        # who sees whom: causal, same_length, reset, padding
+        doc_k = torch.cat([memory.doc_ids, doc_ids], dim=1)  # (B, K)
+        mask = attention_mask(
+            doc_ids,
+            doc_k,
+            same_length_mem=mem_len if geometry.same_length else None,
+            reset=geometry.reset,
+        )  # (B, 1, T, K)
+        # largest distance / position index: clamp_len, and the end of a learned table
+        limit = K - 1
+        if geometry.clamp_len is not None:
+            limit = min(limit, geometry.clamp_len)
+        if cfg.pos_enc in ("shaw", "learned"):
+            limit = min(limit, cfg.table_len - 1)
+
+        h = self.drop(self.word_emb(tokens) * self.emb_scale)  # (B, T, d)
+
+        pos: dict = {}
+        abs_pos = None  # (K, d) window-relative absolute encoding for [mem; h] ("abs")
+        if cfg.pos_enc in ("rel", "shaw"):
+            pos["rel_dist"] = relative_distances(T, K, limit, device=tokens.device)  # (T, K)
+            pos["n_dist"] = limit + 1
+            if cfg.pos_enc == "rel":
+                pos["r"] = self.drop(self.sinusoid(limit + 1))  # (R, d) distances 0 … limit
+        else:
+            window = window_positions(K, limit, device=tokens.device)  # (K,)
+            if cfg.pos_enc == "abs":
+                abs_pos = self.sinusoid(limit + 1)[window]  # (K, d)
+
+        hiddens = []
+        for i, layer in enumerate(self.layers):
+            hiddens.append(h)  # the memory caches each layer's input (before positions are added)
+            mem = memory.states[i]  # (B, M, d)
+            if cfg.pos_enc == "learned":
+                abs_pos = layer.pos_emb(window)  # (K, d) this layer's table
+            if abs_pos is not None and (cfg.pos_enc == "learned" or i == 0):
+                mem = mem.to(h.dtype) + abs_pos[:M]  # (B, M, d)
+                h = h + abs_pos[M:]  # (B, T, d)
+            attn = layer.attn
+            if "rel_dist" in pos:
+                pos["bias_u"] = attn.bias_u if cfg.untie_r else self.bias_u
+            if cfg.pos_enc == "rel":
+                pos["bias_v"] = attn.bias_v if cfg.untie_r else self.bias_v
+            h = layer(h, mem, mask, **pos)  # (B, T, d)
+        h = self.drop(h)
+        return h, memory.update(hiddens, doc_ids, mem_len)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
