@@ -60,3 +60,21 @@ def bench(session: nox.Session) -> None:
     """Speed and memory figures, printed as tables (never asserted)."""
     _install(session, "transformers==4.35.2")
     session.run("python", "-m", "benchmarks", *session.posargs)
+
+
+@nox.session
+def train(session: nox.Session) -> None:
+    """Train the default model: `probe train --preset tiny` on 2 CPU threads, seeded, into
+    runs/train/tiny (resumable: `nox -s train -- --resume`; other options pass through)."""
+    _install(session)
+    session.run(
+        "probe",
+        "train",
+        "--preset",
+        "tiny",
+        "--out",
+        "runs/train/tiny",
+        "--threads",
+        "2",
+        *session.posargs,
+    )

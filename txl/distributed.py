@@ -1,0 +1,99 @@
+"""Several processes under torchrun: who am I, and the few collectives the training loop needs.
+
+torchrun sets RANK, WORLD_SIZE and LOCAL_RANK (and MASTER_ADDR/PORT); without them this is a
+single process and every helper is a no-op. Backend: NCCL on CUDA, gloo on CPU.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistContext:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def context_from_env() -> DistContext:
+    """This process's place, from torchrun's environment (a single process without it)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return DistContext()
+    return DistContext(
+        rank=int(os.environ["RANK"]),
+        world_size=world_size,
+        local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+    )
+
+
+def init(ctx: DistContext, device: torch.device) -> None:
+    """Join the process group (idempotent; nothing for a single process)."""
+    if not ctx.enabled or dist.is_initialized():
+        return
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size)
+
+
+def shutdown() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def active() -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    """In place across ranks; returns `t`."""
+    if active():
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """True on every rank if it is true on any rank (so all ranks take the same branch)."""
+    if not active():
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item() > 0)
+
+
+def gather_objects(obj: Any) -> list[Any]:
+    """Every rank's `obj`, in rank order (on every rank)."""
+    if not active():
+        return [obj]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast_object(obj: Any) -> Any:
+    """Rank 0's `obj` on every rank."""
+    if not active():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier() -> None:
+    if active():
+        dist.barrier()

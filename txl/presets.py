@@ -1,0 +1,95 @@
+"""Named training presets: layered under a config file and command-line overrides.
+
+Each preset is a partial, nested dict of `txl.train_config.TrainConfig` keys. `model.vocab_size`
+is never set here (it comes from the tokenizer); `data` and `eval` are opaque to txl and are read
+by whoever builds the stream and the evaluation callback (the `probe train` command).
+Plain data, no torch import.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The shipped default model: trains on 2 CPU cores. A memory of 256 makes an evaluation with
+    # --mem 640 a plausible extrapolation; recipe after DESIGN.md ("synth", last paragraph).
+    "tiny": {
+        "model": dict(
+            n_layer=2,
+            d_model=128,
+            n_head=4,
+            d_head=32,
+            d_inner=512,
+            dropout=0.0,
+            dropatt=0.0,
+            pre_lnorm=False,
+            tgt_len=64,
+            mem_len=256,
+        ),
+        "steps": 4000,
+        "batch_size": 32,
+        "lr": 1e-3,
+        "min_lr_ratio": 0.1,
+        "warmup_steps": 100,
+        "weight_decay": 0.0,
+        "eval_every": 250,
+        "checkpoint_every": 250,
+    },
+    # A GPU model of tens of millions of parameters (about 26M besides the embedding).
+    "small": {
+        "model": dict(
+            n_layer=8,
+            d_model=512,
+            n_head=8,
+            d_head=64,
+            d_inner=2048,
+            dropout=0.1,
+            dropatt=0.0,
+            pre_lnorm=False,
+            tgt_len=256,
+            mem_len=256,
+        ),
+        "steps": 20000,
+        "batch_size": 32,
+        "lr": 5e-4,
+        "min_lr_ratio": 0.05,
+        "warmup_steps": 1000,
+        "weight_decay": 0.01,
+        "eval_every": 1000,
+        "checkpoint_every": 1000,
+    },
+    # The shape of the paper's WikiText-103 base model (run_wt103_base.sh; the adaptive softmax
+    # is not used: the synthetic vocabulary is small).
+    "base": {
+        "model": dict(
+            n_layer=16,
+            d_model=410,
+            n_head=10,
+            d_head=41,
+            d_inner=2100,
+            dropout=0.1,
+            dropatt=0.0,
+            pre_lnorm=False,
+            tgt_len=150,
+            mem_len=150,
+        ),
+        "steps": 200000,
+        "batch_size": 60,
+        "lr": 2.5e-4,
+        "min_lr_ratio": 0.0,
+        "warmup_steps": 0,
+        "weight_decay": 0.0,
+        "eval_every": 4000,
+        "checkpoint_every": 4000,
+    },
+}
+
+DEFAULT_PRESET = "tiny"
+
+
+def preset(name: str) -> dict[str, Any]:
+    """A deep copy of the preset's dict; KeyError (with the known names) if unknown."""
+    if name not in PRESETS:
+        raise KeyError(name)
+    return copy.deepcopy(PRESETS[name])
