@@ -1,0 +1,117 @@
+"""The one door through which probes reach a model: per-token loss.
+
+    nll[b, t] = −log p(tokens[b, t] | tokens[b, :t])     (NaN at t = 0 and where not scored)
+    correct[b, t] = (argmax prediction at t == tokens[b, t])   (False where not scored)
+
+Given token ids, doc ids (padding −1), the positions to score and an evaluation geometry, a
+`LossModel` returns `TokenScores`. Scoring only the requested positions matters: the recompute
+evaluator costs a whole window per scored token. Adapters for Transformer-XL live in
+`probes.adapters`; a new kind of model (an external LM) needs only this protocol.
+
+Two optional capabilities, used when present:
+- `score_shared(tokens, doc_ids, positions, geometry, *, parent, shared)`: rows that share a prefix
+  with another row (`tokens[r, :shared[r]] == tokens[parent[r], :shared[r]]`, parent −1 for none)
+  may be computed once up to it and forked. Results must equal `score` on the same rows.
+- `horizon(geometry) -> probes.reach.Horizon`: what a scored token can see. Without it a
+  Transformer-XL streaming evaluator with `info.n_layer` layers is assumed.
+
+This module imports no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from probes.reach import Horizon
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    id: str  # short name used in result paths, e.g. "default-1a2b3c4d"
+    path: str  # where it was loaded from
+    sha256: str  # of the weights file
+    config: dict[str, Any]  # the model config as stored
+    n_layer: int
+    train_tgt_len: int
+    train_mem_len: int
+    evaluator: str = "cached"  # "cached" | "recompute" | an external adapter's name
+    dtype: str = "float32"
+    device: str = "cpu"
+    extra: dict[str, Any] = field(default_factory=dict)  # anything else worth recording
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "path": self.path,
+            "sha256": self.sha256,
+            "config": self.config,
+            "n_layer": self.n_layer,
+            "train_tgt_len": self.train_tgt_len,
+            "train_mem_len": self.train_mem_len,
+            "evaluator": self.evaluator,
+            "dtype": self.dtype,
+            "device": self.device,
+            **({"extra": self.extra} if self.extra else {}),
+        }
+
+
+@dataclass
+class TokenScores:
+    nll: np.ndarray  # (B, N) float64; NaN at t = 0 and at unscored positions
+    correct: np.ndarray  # (B, N) bool; False at unscored positions
+
+    def take(self, row: int, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.nll[row, positions], self.correct[row, positions]
+
+
+@runtime_checkable
+class LossModel(Protocol):
+    info: ModelInfo
+
+    def default_geometry(self) -> Any:  # txl.geometry.Geometry
+        ...
+
+    def score(
+        self, tokens: np.ndarray, doc_ids: np.ndarray, positions: np.ndarray, geometry: Any
+    ) -> TokenScores: ...
+
+
+def horizon(model: LossModel, geometry: Any) -> Horizon:
+    own = getattr(model, "horizon", None)
+    if own is not None:
+        return own(geometry)
+    return Horizon.of(geometry, model.info.n_layer)
+
+
+def check_inputs(tokens: np.ndarray, doc_ids: np.ndarray, positions: np.ndarray) -> None:
+    """Shapes and types the protocol promises; raises ValueError (a caller bug)."""
+    if tokens.ndim != 2 or tokens.shape != doc_ids.shape or tokens.shape != positions.shape:
+        raise ValueError(
+            f"tokens {tokens.shape}, doc_ids {doc_ids.shape} and positions {positions.shape} "
+            "must be the same (B, N) shape"
+        )
+    if positions.dtype != bool:
+        raise ValueError(f"positions must be a bool mask, got {positions.dtype}")
+    if positions.shape[1] and positions[:, 0].any():
+        raise ValueError("position 0 cannot be scored (nothing predicts the first token)")
+
+
+def score_rows(
+    model: LossModel,
+    tokens: np.ndarray,
+    doc_ids: np.ndarray,
+    positions: np.ndarray,
+    geometry: Any,
+    *,
+    parent: np.ndarray | None = None,
+    shared: np.ndarray | None = None,
+) -> TokenScores:
+    """Score rows, sharing prefixes when the model can (see module docstring)."""
+    check_inputs(tokens, doc_ids, positions)
+    fork = getattr(model, "score_shared", None)
+    if fork is not None and parent is not None and shared is not None:
+        return fork(tokens, doc_ids, positions, geometry, parent=parent, shared=shared)
+    return model.score(tokens, doc_ids, positions, geometry)

@@ -1,0 +1,129 @@
+"""Plots of probe results (matplotlib, Agg backend: no display needed).
+
+`delta_by_distance` draws each bin's mean pair delta at its mean distance with the 95 % CI as a
+band, and marks the two lengths the table reports: the direct window and the layered reach
+(vertical lines at the mean over the run's scored tokens, shaded from min to max, since both
+depend on the token's offset in its segment). `heatmap` draws a grid (e.g. distance × depth).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def delta_by_distance(
+    path: Path,
+    bins: Sequence[dict],
+    *,
+    title: str,
+    ylabel: str = "Δ NLL on answer tokens (nats, mean over pairs)",
+    xlabel: str = "distance from the fact's last token to the first answer token (tokens)",
+    direct: dict | None = None,
+    reach: dict | None = None,
+    x_key: str = "distance_mean",
+    series_key: str | None = None,
+) -> None:
+    """Mean delta vs distance (or `x_key`) with its CI band, one line per value of `series_key`;
+    `direct`/`reach`: {"min", "max", "mean"} spans to mark."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    pts = [b for b in bins if b.get("n") and b.get("delta_mean") is not None]
+    series: dict = {}
+    for b in pts:
+        series.setdefault(b.get(series_key) if series_key else None, []).append(b)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    all_x = []
+    for i, (name, group) in enumerate(series.items()):
+        group = sorted(group, key=lambda b: b[x_key])
+        xs = [b[x_key] for b in group]
+        ys = [b["delta_mean"] for b in group]
+        lo = [b["ci95"][0] if b.get("ci95") else y for b, y in zip(group, ys, strict=True)]
+        hi = [b["ci95"][1] if b.get("ci95") else y for b, y in zip(group, ys, strict=True)]
+        color = colors[i % len(colors)]
+        label = "mean Δ" if name is None else f"{series_key} {name}"
+        ax.fill_between(xs, lo, hi, alpha=0.2, color=color)
+        ax.plot(xs, ys, "o-", color=color, label=f"{label} (band: 95% CI)")
+        for b, x, y in zip(group, xs, ys, strict=True):
+            if b.get("significant"):
+                ax.annotate("*", (x, y), textcoords="offset points", xytext=(0, 6), ha="center")
+        all_x += xs
+    ax.axhline(0.0, color="black", lw=0.8)
+    spans = ((direct, "tab:green", "direct window"), (reach, "tab:red", "layered reach"))
+    for span, color, name in spans:
+        if not span:
+            continue
+        if span["max"] > span["min"]:
+            ax.axvspan(span["min"], span["max"], color=color, alpha=0.08)
+        ax.axvline(span.get("mean", span["min"]), color=color, ls="--", lw=1.2, label=name)
+    if all_x and min(all_x) > 0 and max(all_x) / min(all_x) > 20:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def heatmap(
+    path: Path,
+    values: Sequence[Sequence[float | None]],
+    *,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    cbar_label: str = "mean Δ (nats)",
+    marks: Sequence[Sequence[bool]] | None = None,
+) -> None:
+    """A grid of numbers (None = empty cell) as a diverging heatmap centred on 0."""
+    import numpy as np
+
+    plt = _pyplot()
+    grid = np.array([[np.nan if v is None else float(v) for v in row] for row in values])
+    finite = grid[np.isfinite(grid)]
+    vmax = float(np.abs(finite).max()) if finite.size else 1.0
+    vmax = vmax or 1.0
+    fig, ax = plt.subplots(figsize=(1.2 * len(col_labels) + 3, 0.6 * len(row_labels) + 2), dpi=110)
+    im = ax.imshow(grid, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(len(col_labels)), labels=list(col_labels), fontsize=8)
+    ax.set_yticks(range(len(row_labels)), labels=list(row_labels), fontsize=8)
+    for i in range(grid.shape[0]):
+        for j in range(grid.shape[1]):
+            if np.isfinite(grid[i, j]):
+                star = "*" if marks is not None and marks[i][j] else ""
+                ax.text(j, i, f"{grid[i, j]:.2f}{star}", ha="center", va="center", fontsize=7)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    fig.colorbar(im, ax=ax, label=cbar_label)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def _save(fig, path: Path) -> None:
+    import os
+    import tempfile
+
+    plt = _pyplot()
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".png", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format="png")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)

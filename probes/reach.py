@@ -1,0 +1,218 @@
+"""How far back a scored token can see: the direct window and the layered reach.
+
+Transformer-XL keeps three lengths apart that are easy to conflate (DESIGN.md, "Three lengths"):
+the **direct window** (keys the last layer's query attends to), the **layered reach** (how far
+information can still arrive through states computed in earlier segments, one layer per segment
+crossed) and the backprop length (tgt_len in training, not a property of evaluation).
+
+Conventions, used everywhere in `probes`:
+- positions index a row of the stream as the evaluator sees it; segment 0 starts at position 0;
+- a scored token `t` is predicted by the query at input position `q = t − 1`;
+- distances are counted from the scored token back: the token at `t − d` is at distance `d`
+  (so a fact's last token at `f` and the first answer token at `a` are `d = a − f` apart);
+- `direct(t)` is the largest `d` such that token `t − d` is a key of `t`'s last-layer query,
+  `reach(t)` the largest `d` such that token `t − d` can influence `t`'s prediction at all.
+
+Cached (streaming) evaluator, segment length T, memory M, n layers:
+    direct(t) = t − (seg_start(q) − M)        = M + o + 1,  o = q − seg_start(q)
+              = t − (q − M + 1)               = M            with same_length
+    r₀ = q;  r_{k+1} = seg_start(r_k) − M    (same_length: r_k − M + 1),   reach(t) = t − r_n
+Both are clipped at the stream start and, under `reset`, at the start of the query's document
+(its first token is the `<eod>` that opens it). In query-key terms the direct window is
+"mem_len + offset in segment" keys back (DESIGN.md); counted from the scored token it is one more.
+
+Recompute (sliding-window) evaluator with window w: every scored token sees the w tokens before
+it and nothing else: direct(t) = reach(t) = w (clipped the same way).
+
+A distance `d` of token `t` is "direct" if d ≤ direct(t), "layered" if direct(t) < d ≤ reach(t),
+and "beyond" otherwise. A bin's label is the most common label of its scored tokens (a tie goes
+to the farther label); `within_horizon` means the label is "direct".
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+REACH_LABELS = ("direct", "layered", "beyond")
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """What the evaluator lets a token see. `window` is the recompute window (None: cached)."""
+
+    tgt_len: int
+    mem_len: int
+    n_layer: int
+    same_length: bool = False
+    reset: bool = True
+    window: int | None = None
+
+    @classmethod
+    def of(cls, geometry, n_layer: int, window: int | None = None) -> Horizon:
+        return cls(
+            tgt_len=geometry.tgt_len,
+            mem_len=geometry.mem_len,
+            n_layer=n_layer,
+            same_length=geometry.same_length,
+            reset=geometry.reset,
+            window=window,
+        )
+
+    def _seg_start(self, r: int) -> int:
+        return (r // self.tgt_len) * self.tgt_len
+
+    def unclipped(self, t: int) -> tuple[int, int]:
+        """(direct, reach) of the token at position t, before any clipping."""
+        if self.window is not None:
+            return self.window, self.window
+        q = t - 1
+        m = self.mem_len
+        if self.same_length:
+            return m, t - (q - self.n_layer * (m - 1))
+        direct = t - (self._seg_start(q) - m)
+        r = q
+        for _ in range(self.n_layer):
+            if r <= 0:  # nothing exists before position 0
+                break
+            r = self._seg_start(r) - m
+        return direct, t - r
+
+    def token(self, t: int, doc_start: int = 0) -> tuple[int, int]:
+        """(direct, reach) of the token at t whose query's document starts at doc_start."""
+        if t < 1:
+            raise ValueError(f"position {t} has no prediction (t must be >= 1)")
+        direct, reach = self.unclipped(t)
+        limit = t - (doc_start if self.reset else 0)
+        limit = min(limit, t)  # the stream start
+        return min(direct, limit), min(reach, limit)
+
+    def tokens(self, positions: np.ndarray, doc_starts: np.ndarray | None = None):
+        """Vectorised `token` over arrays of positions (and their query documents' starts)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if doc_starts is None:
+            doc_starts = np.zeros_like(positions)
+        pairs = [self.token(int(t), int(s)) for t, s in zip(positions, doc_starts, strict=True)]
+        direct = np.array([p[0] for p in pairs], dtype=np.int64)
+        reach = np.array([p[1] for p in pairs], dtype=np.int64)
+        return direct, reach
+
+    def ranges(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """((min, max) direct, (min, max) reach) over every offset in a segment, deep in a stream
+        (no clipping): the span a distance bin should stay inside to have one label."""
+        if self.window is not None:
+            return (self.window, self.window), (self.window, self.window)
+        base = self.tgt_len * (self.n_layer + 2) * max(1, self.mem_len // self.tgt_len + 2)
+        vals = [self.unclipped(base + o + 1) for o in range(self.tgt_len)]
+        d = [v[0] for v in vals]
+        r = [v[1] for v in vals]
+        return (min(d), max(d)), (min(r), max(r))
+
+    def to_dict(self) -> dict:
+        (dmin, dmax), (rmin, rmax) = self.ranges()
+        return {
+            "direct_window": {"min": dmin, "max": dmax},
+            "layered_reach": {"min": rmin, "max": rmax},
+            "n_layer": self.n_layer,
+            "window": self.window,
+        }
+
+
+def doc_starts(doc_ids: np.ndarray) -> np.ndarray:
+    """For each position, the first position of its document (doc ids per token, one row)."""
+    doc_ids = np.asarray(doc_ids)
+    starts = np.zeros(doc_ids.shape, dtype=np.int64)
+    if doc_ids.size:
+        change = np.flatnonzero(np.diff(doc_ids) != 0) + 1
+        bounds = np.concatenate([[0], change])
+        lengths = np.diff(np.concatenate([bounds, [doc_ids.size]]))
+        starts = np.repeat(bounds, lengths)
+    return starts
+
+
+def query_doc_starts(doc_ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The document start of each scored position's query (the token before it)."""
+    starts = doc_starts(doc_ids)
+    return starts[np.asarray(positions, dtype=np.int64) - 1]
+
+
+def classify(distance: int, direct: int, reach: int) -> str:
+    if distance <= direct:
+        return "direct"
+    if distance <= reach:
+        return "layered"
+    return "beyond"
+
+
+def label_bin(
+    distances: Sequence[int], directs: Sequence[int], reaches: Sequence[int]
+) -> dict | None:
+    """A bin's reach label from its tokens (see module docstring); None for an empty bin."""
+    labels = [
+        classify(int(d), int(w), int(r))
+        for d, w, r in zip(distances, directs, reaches, strict=True)
+    ]
+    if not labels:
+        return None
+    counts = Counter(labels)
+    best = max(REACH_LABELS, key=lambda lab: (counts[lab], REACH_LABELS.index(lab)))
+    n = len(labels)
+    return {
+        "reach": best,
+        "within_horizon": best == "direct",
+        "reach_fraction": {lab: counts[lab] / n for lab in REACH_LABELS},
+        "direct_window": {"min": int(min(directs)), "max": int(max(directs))},
+        "layered_reach": {"min": int(min(reaches)), "max": int(max(reaches))},
+    }
+
+
+def auto_bins(horizon: Horizon, lo: int = 8) -> list[tuple[int, int]]:
+    """Distance bins that each fall in one region for every offset in a segment: two inside the
+    direct window, one only in the layered reach (when there is such a gap) and one beyond it."""
+    (dmin, dmax), (rmin, rmax) = horizon.ranges()
+    bins: list[tuple[int, int]] = []
+    if dmin >= 2 * lo:
+        mid = round((lo * dmin) ** 0.5)
+        bins += [(lo, mid), (mid + 1, dmin)]
+    else:
+        bins.append((2, max(2, dmax)))
+    if rmin > dmax:
+        bins.append((dmax + 1, rmin))
+    start = rmax + 1
+    bins.append((start, start + max(32, rmax // 2)))
+    return bins
+
+
+def parse_ranges(text: str) -> list[tuple[int, int]] | None:
+    """'auto' → None; 'LO-HI,D,…' → [(LO, HI), (D, D), …] (inclusive, increasing, each ≥ 2).
+    Raises ValueError saying what would be right."""
+    text = text.strip()
+    if text == "auto":
+        return None
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                a, b = part.split("-", 1)
+                lo, hi = int(a), int(b)
+            else:
+                lo = hi = int(part)
+        except ValueError:
+            raise ValueError(
+                f"{text!r} is not a list of distances; write 'auto' or LO-HI,… e.g. 16-64,700-900"
+            ) from None
+        if lo < 2 or hi < lo:
+            raise ValueError(f"bad distance range {part!r}; need 2 <= LO <= HI, e.g. 16-64")
+        out.append((lo, hi))
+    if any(b[0] <= a[1] for a, b in itertools.pairwise(out)):
+        raise ValueError(f"distance ranges {text!r} must be increasing and not overlap")
+    return out
+
+
+def check_ranges(text: str) -> None:
+    parse_ranges(text)

@@ -1,0 +1,162 @@
+"""probes.registry and probes.params: lazy listing, refusals, options from Params."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+
+import click
+import pytest
+
+from probes import params as P
+from probes import registry
+
+BUILTIN = {"fact-swap", "fact-delete", "fact-insert", "distractor"}
+
+
+def test_listing_imports_no_torch_numpy_or_probe_module():
+    code = textwrap.dedent(
+        """
+        import sys, time
+        t = time.perf_counter()
+        from probes.cli import cli
+        cli(["list"], standalone_mode=False)
+        cli(["run", "--help"], standalone_mode=False)
+        heavy = [m for m in ("torch", "numpy", "scipy", "matplotlib", "synth", "probes.fact_swap") if m in sys.modules]
+        print("HEAVY", heavy, time.perf_counter() - t)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("HEAVY"))
+    assert line.split("]")[0] == "HEAVY [", line
+
+
+def test_builtin_probes_are_found_by_scanning():
+    names = set(registry.names())
+    assert BUILTIN <= names
+    e = {x.name: x for x in registry.entries()}["fact-swap"]
+    assert e.target == "probes.fact_swap:FactSwap" and e.version >= 1 and e.summary
+
+
+def test_unknown_name_suggests_the_close_one():
+    with pytest.raises(registry.RegistryError, match="did you mean 'fact-swap'"):
+        registry.get("fact-swp")
+
+
+def test_get_imports_and_returns_the_class():
+    cls = registry.get("fact-swap")
+    assert cls.name == "fact-swap" and cls.version >= 1
+
+
+def test_duplicate_names_are_refused():
+    registry.get("fact-swap")
+
+    with pytest.raises(registry.RegistryError, match="already taken"):
+
+        @registry.probe("fact-swap", version=1)
+        class Impostor:
+            @dataclass(frozen=True)
+            class Params:
+                pass
+
+
+def test_params_must_be_a_frozen_dataclass():
+    with pytest.raises(registry.RegistryError, match="frozen"):
+
+        @registry.probe("thawed-probe", version=1)
+        class Thawed:
+            @dataclass
+            class Params:
+                x: int = 1
+
+
+def test_bad_names_and_versions_are_refused():
+    with pytest.raises(registry.RegistryError):
+        registry.probe("Bad Name", version=1)
+    with pytest.raises(registry.RegistryError):
+        registry.probe("ok-name", version=0)
+
+
+def test_probe_from_a_file(tmp_path):
+    f = tmp_path / "my_probe.py"
+    f.write_text(
+        textwrap.dedent(
+            '''
+            from dataclasses import dataclass
+            from probes.base import Probe
+            from probes.params import param
+            from probes.registry import probe
+
+            @probe("my-outside-probe", version=3)
+            class Outside(Probe):
+                """A probe that lives outside the package."""
+
+                @dataclass(frozen=True)
+                class Params:
+                    depth: int = param(2, help="how deep", min=1)
+            '''
+        )
+    )
+    cls = registry.get(f"{f}:Outside")
+    assert cls.name == "my-outside-probe" and cls.version == 3
+    assert "my-outside-probe" in registry.names()
+    with pytest.raises(registry.RegistryError, match="no class 'Nope'"):
+        registry.get(f"{f}:Nope")
+    with pytest.raises(registry.RegistryError, match="does not exist"):
+        registry.get(f"{tmp_path}/missing.py:X")
+
+
+def test_two_files_declaring_one_name_are_refused(tmp_path, monkeypatch):
+    for stem in ("a_probe", "b_probe"):
+        (tmp_path / f"{stem}.py").write_text('@probe("twin", version=1)\nclass X:\n    pass\n')
+    monkeypatch.setattr(registry, "PACKAGE_DIR", tmp_path)
+    monkeypatch.setattr(registry, "_BUILTIN", None)
+    with pytest.raises(registry.RegistryError, match="declared twice"):
+        registry.builtin_entries()
+    monkeypatch.setattr(registry, "_BUILTIN", None)
+
+
+@dataclass(frozen=True)
+class Demo:
+    count: int = P.param(3, help="how many", min=1)
+    ratio: float = P.param(0.5, help="a ratio", min=0.0, max=1.0)
+    label: str = P.param("x", help="a label", check=lambda v: None if v != "bad" else int("z"))
+    flag: bool = P.param(True, help="a switch")
+
+
+def test_params_become_click_options_with_help():
+    opts = {o.name: o for o in P.click_options(Demo)}
+    assert set(opts) == {"count", "ratio", "label", "flag"}
+    assert opts["count"].opts == ["--count"] and "how many" in opts["count"].help
+    assert opts["flag"].secondary_opts == ["--no-flag"]
+
+    @click.command(params=P.click_options(Demo))
+    def cmd(**kw):
+        click.echo(json.dumps(kw, sort_keys=True))
+
+    from click.testing import CliRunner
+
+    r = CliRunner().invoke(cmd, ["--count", "5", "--no-flag"])
+    assert r.exit_code == 0 and json.loads(r.output)["count"] == 5
+    r = CliRunner().invoke(cmd, ["--count", "0"])
+    assert r.exit_code == 2 and "--count" in r.output
+
+
+def test_params_build_validates_like_the_cli():
+    assert P.build(Demo, {"count": "4"}).count == 4
+    with pytest.raises(P.ParamError, match="below the minimum"):
+        P.build(Demo, {"count": 0})
+    with pytest.raises(P.ParamError, match="did you mean 'count'"):
+        P.build(Demo, {"cout": 1})
+    with pytest.raises(P.ParamError, match="--label"):
+        P.build(Demo, {"label": "bad"})
+
+
+def test_common_option_names_cannot_be_reused():
+    @dataclass(frozen=True)
+    class Clash:
+        mem: int = P.param(1, help="clashes")
+
+    with pytest.raises(P.ParamError, match="clashes with the common run option"):
+        P.click_options(Clash, taken={"mem"})

@@ -1,0 +1,77 @@
+"""probes.results: run directories, atomic JSON, samples as they come, plain npz."""
+
+import datetime as dt
+import json
+import os
+
+import numpy as np
+import pytest
+
+from probes import results
+
+
+def test_run_dir_layout(tmp_path):
+    now = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    rd = results.RunDir.create(tmp_path, "fact-swap", "my model/v1", now=now)
+    rel = rd.path.relative_to(tmp_path).parts
+    assert rel[:2] == ("fact-swap", "my-model-v1")
+    stamp, hexpart = rel[2].rsplit("-", 1)
+    assert stamp == "20250102T030405Z" and len(hexpart) == 8 and int(hexpart, 16) >= 0
+    other = results.RunDir.create(tmp_path, "fact-swap", "my model/v1", now=now)
+    assert other.path != rd.path
+
+
+def test_json_is_sorted_strict_and_atomic(tmp_path):
+    p = tmp_path / "x.json"
+    results.write_json(p, {"b": np.float32(1.5), "a": [np.int64(2), (3, 4)], "c": np.bool_(True)})
+    text = p.read_text()
+    assert text.index('"a"') < text.index('"b"')
+    assert json.loads(text) == {"a": [2, [3, 4]], "b": 1.5, "c": True}
+    with pytest.raises(ValueError):
+        results.write_json(p, {"bad": float("nan")})
+    assert json.loads(p.read_text())["b"] == 1.5  # the old file survives a failed write
+    assert [f for f in os.listdir(tmp_path) if f.startswith(".")] == []  # no temp file left
+
+
+def test_samples_are_appended_and_readable_after_an_interruption(tmp_path):
+    rd = results.RunDir.create(tmp_path, "p", "m")
+    rd.append_sample({"pair": 0, "delta": 0.5})
+    rd.append_sample({"pair": 1, "delta": -0.5})
+    # visible before close (flushed per line)
+    assert len((rd.path / "samples.jsonl").read_text().splitlines()) == 2
+    with open(rd.path / "samples.jsonl", "a") as f:
+        f.write('{"pair": 2, "del')  # a line cut by an interruption
+    rd.close()
+    assert [s["pair"] for s in results.load_samples(rd.path)] == [0, 1]
+
+
+def test_npz_loads_without_pickle(tmp_path):
+    rd = results.RunDir.create(tmp_path, "p", "m")
+    rd.write_npz("tokens.npz", {"nll": np.arange(3.0), "pair": np.arange(3)})
+    with np.load(rd.path / "tokens.npz", allow_pickle=False) as z:
+        assert z["nll"].tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(TypeError):
+        rd.write_npz("bad.npz", {"x": np.array([{"a": 1}], dtype=object)})
+
+
+def test_unwritable_out_is_refused_without_creating_anything(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(results.RunDirError, match="is a file"):
+        results.check_writable(f / "sub")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        if os.access(ro, os.W_OK):  # running as root: permissions do not bind
+            pytest.skip("permissions are not enforced for this user")
+        with pytest.raises(results.RunDirError, match="not writable"):
+            results.RunDir.create(ro / "deeper", "p", "m")
+        assert list(ro.iterdir()) == []
+    finally:
+        ro.chmod(0o700)
+
+
+def test_load_run_refuses_a_non_run_directory(tmp_path):
+    with pytest.raises(results.RunDirError, match="not a run directory"):
+        results.load_run(tmp_path)
