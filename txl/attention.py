@@ -90,29 +90,32 @@ class RelMultiHeadAttention(nn.Module):
         k = self.k_proj(x).view(B, K, H, D).transpose(1, 2)  # (B, H, K, D)
         v = self.v_proj(x).view(B, K, H, D).transpose(1, 2)  # (B, H, K, D)
 
-        # content terms (a) + (c)
-        q_u = q if bias_u is None else q + bias_u[:, None, :].to(q.dtype)  # (B, H, T, D)
+        # the 1/√d_head of all four terms is applied to the queries (T·D values, not T·K scores)
+        q = q * self.scale  # (B, H, T, D)
+        # content terms (a) + (c): (q_i + u)·k_j
+        q_u = q if bias_u is None else q + bias_u[:, None, :].to(q.dtype) * self.scale
         score = q_u @ k.transpose(-1, -2)  # (B, H, T, K)
 
-        # position terms, one column per distance, then gathered into the (i, j) grid
+        # position terms, one column per distance 0 … n_dist−1, gathered into the (i, j) grid
+        if self.pos_enc == "rel":  # (b) + (d): (q_i + v)·W_R r_d
+            r_k = self.r_proj(r).view(n_dist, H, D).permute(1, 2, 0)  # (H, D, R)
+            q_v = q + bias_v[:, None, :].to(q.dtype) * self.scale  # (B, H, T, D)
+            pos = q_v @ r_k.to(q_v.dtype)  # (B, H, T, R)
+        elif self.pos_enc == "shaw":  # Shaw et al.: q_i·e_d + b_d
+            e = self.shaw.emb[:n_dist].permute(1, 2, 0).to(q.dtype)  # (H, D, R)
+            b = self.shaw.bias[:n_dist].t()[None, :, None, :].to(q.dtype)  # (1, H, 1, R)
+            pos = q @ e + b * self.scale  # (B, H, T, R)
         if self.pos_enc in ("rel", "shaw"):
-            R = n_dist
-            if self.pos_enc == "rel":  # (b) + (d): (q_i + v)·W_R r_d
-                r_k = self.r_proj(r).view(R, H, D).permute(1, 2, 0)  # (H, D, R)
-                q_v = q + bias_v[:, None, :].to(q.dtype)  # (B, H, T, D)
-                pos = q_v @ r_k.to(q_v.dtype)  # (B, H, T, R)
-            else:  # Shaw et al.: q_i·e_d + b_d
-                e = self.shaw.emb[:R].permute(1, 2, 0)  # (H, D, R)
-                pos = q @ e.to(q.dtype) + self.shaw.bias[:R].t()[None, :, None, :]  # (B, H, T, R)
             score = score + pos.gather(-1, rel_dist.expand(B, H, T, K))  # (B, H, T, K)
 
-        score = score * self.scale
-        # finite fill: a fully masked row softmaxes to a uniform row (no inf − inf = NaN) and is
-        # then zeroed with the other masked entries (exactly 0 already wherever a key is visible)
-        score = score.masked_fill(~mask, torch.finfo(score.dtype).min)  # (B, H, T, K)
-        prob = F.softmax(score, dim=-1).masked_fill(~mask, 0.0)  # (B, H, T, K)
+        # Masked keys get the dtype's most negative finite value (not −inf): their probability
+        # underflows to exactly 0 wherever a row has a visible key, and a row with none softmaxes
+        # to a finite uniform row, whose output is then zeroed (forward and backward, no NaN).
+        score = torch.where(mask, score, torch.finfo(score.dtype).min)  # (B, H, T, K)
+        prob = F.softmax(score, dim=-1)  # (B, H, T, K)
         prob = F.dropout(prob, self.dropatt, self.training)
         out = prob.to(v.dtype) @ v  # (B, H, T, D)
+        out = out * mask.any(dim=-1, keepdim=True).to(out.dtype)  # (B, H, T, D) empty rows -> 0
         out = out.transpose(1, 2).reshape(B, T, H * D)  # (B, T, H·D)
         out = self.drop(self.o_proj(out))  # (B, T, d)
 
