@@ -549,7 +549,10 @@ class _Run:
         inputs, targets = tokens[:, :-1], tokens[:, 1:]  # (B, T)
         in_docs, tgt_docs = doc_ids[:, :-1], doc_ids[:, 1:]  # (B, T)
         valid = (in_docs >= 0) & (tgt_docs >= 0)  # padding is neither context nor target
-        n_local = int(valid.sum())
+        # The loss is the mean over every valid target of every rank; DDP averages gradients over
+        # ranks, so each rank scales its sum by world_size / (valid targets of all ranks).
+        n_tokens = int(distributed.all_reduce_sum(valid.sum().double()))
+        scale = self.ctx.world_size / max(n_tokens, 1)
         chunk = cfg.batch_size // cfg.grad_accum
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         amp = torch.autocast(
@@ -569,20 +572,13 @@ class _Run:
                         memory=self.memories[c],
                         targets=targets[rows],
                     )
-                nll = out.nll.float() * valid[rows]  # (b, T)
-                total = nll.sum()
-                (total / max(n_local, 1)).backward()
+                total = torch.where(valid[rows], out.nll.float(), 0.0).sum()  # over (b, T)
+                (total * scale).backward()
             loss_sum += total.detach().double()
             self.memories[c] = out.memory
 
-        # The step's loss, over every rank: NaN anywhere stops everyone at the same step.
-        reduced = distributed.all_reduce_sum(
-            torch.stack(
-                [loss_sum, torch.tensor(float(n_local), dtype=torch.float64, device=self.device)]
-            )
-        )
-        loss = float(reduced[0] / reduced[1].clamp(min=1))
-        n_tokens = int(reduced[1])
+        # The step's loss over every rank: NaN anywhere stops every rank at the same step.
+        loss = float(distributed.all_reduce_sum(loss_sum)) / max(n_tokens, 1)
         if not math.isfinite(loss):
             self.optimizer.zero_grad(set_to_none=True)
             raise NonFiniteLossError(self.step + 1, loss, self.last_checkpoint)
@@ -746,7 +742,7 @@ class _Progress:
 
     def print(self, text: str) -> None:
         if self.enabled:
-            self.bar.console.print(text)
+            self.bar.console.print(text, highlight=False)
         else:
             self.log(text)
 
