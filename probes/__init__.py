@@ -1,3 +1,33 @@
-"""Paired, per-token probes of a long-context language model."""
+"""Paired, per-token probes of a long-context language model.
+
+    import probes
+    summary = probes.run("fact-swap", mem=640, n=40)     # the same as `probe run fact-swap --mem 640 --n 40`
+    summary.bins[0]["delta_mean"], summary.verdict, summary.run_dir
+
+`probes.run` takes the options of `probe run` as keyword arguments (probe-specific ones too:
+`distance="16-64,700-900"`), writes the same run directory and returns the `Summary` whose
+`to_dict()` is what `probe run --json` prints. Bad input raises `probes.ProbeInputError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+
+__all__ = ["ProbeInputError", "__version__", "run"]
+
+
+def run(probe: str, **options: Any):
+    """Run a probe (see `probes.runner.run` for the options) and return its Summary."""
+    from probes.runner import run as _run
+
+    return _run(probe, **options)
+
+
+def __getattr__(name: str):
+    if name == "ProbeInputError":
+        from probes.base import ProbeInputError
+
+        return ProbeInputError
+    raise AttributeError(f"module 'probes' has no attribute {name!r}")

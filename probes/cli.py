@@ -1,16 +1,367 @@
-"""The `probe` command line. Imports nothing heavy at module level: `probe --help` stays instant."""
+"""The `probe` command line. Imports nothing heavy at module level: `probe --help` and `probe list`
+stay instant (no numpy, no torch); a probe's module is imported only when it is run.
+
+    probe list [--json]
+    probe run PROBE [common options] [probe options]      (PROBE: a name or path/to/file.py:Class)
+    probe report RUN_DIR... [--json]
+    probe rerun RUN_DIR [--json]
+
+Data goes to stdout (a table and a one-line verdict, or exactly one JSON document with --json);
+progress and logs go to stderr, and only when stderr is a terminal and neither --quiet nor --json
+is given. Exit codes: 0 ok, 1 a run failed its own check (or a rerun did not reproduce),
+2 usage / bad input (one line: what was wrong, the value, what would be right; nothing written),
+3 internal error, 130 interrupted.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+import traceback
+
 import click
 
-from probes import __version__
+from probes import __version__, registry
+
+EXIT_OK, EXIT_CHECK, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPT = 0, 1, 2, 3, 130
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class InputError(click.ClickException):
+    """Bad input found after parsing (a model that does not fit, an unwritable --out …)."""
+
+    exit_code = EXIT_USAGE
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class ProbeCLI(click.Group):
+    """The top-level group: turns every failure into one line on stderr and an exit code."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else EXIT_OK
+        except click.UsageError as e:
+            where = e.ctx.command_path if e.ctx is not None else "probe"
+            click.echo(f"error: {_one_line(e.format_message())} (see '{where} --help')", err=True)
+            code = EXIT_USAGE
+        except click.ClickException as e:
+            click.echo(f"error: {_one_line(e.format_message())}", err=True)
+            code = e.exit_code
+        except (click.Abort, KeyboardInterrupt):
+            click.echo("interrupted", err=True)
+            code = EXIT_INTERRUPT
+        except Exception as e:  # an internal error: one line unless asked for the traceback
+            if os.environ.get("PROBES_DEBUG"):
+                traceback.print_exc()
+            click.echo(
+                f"internal error: {type(e).__name__}: {_one_line(str(e))[:400]} "
+                "(set PROBES_DEBUG=1 for the traceback)",
+                err=True,
+            )
+            code = EXIT_INTERNAL
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+@click.group(cls=ProbeCLI, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="probe")
 def cli() -> None:
     """Paired, per-token diagnostics of a Transformer-XL cache."""
+
+
+# ---------------------------------------------------------------------------- probe list
+
+
+@cli.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def list_cmd(as_json: bool) -> None:
+    """List the registered probes (without importing them)."""
+    try:
+        entries = registry.entries()
+    except registry.RegistryError as e:
+        raise InputError(str(e)) from None
+    if as_json:
+        import json
+
+        doc = {
+            "probes": [
+                {"name": e.name, "version": e.version, "summary": e.summary, "target": e.target}
+                for e in entries
+            ]
+        }
+        click.echo(json.dumps(doc, sort_keys=True, indent=2))
+        return
+    width = max((len(e.name) for e in entries), default=4)
+    for e in entries:
+        click.echo(f"{e.name:<{width}}  v{e.version}  {e.summary}")
+
+
+# ---------------------------------------------------------------------------- probe run
+
+COMMON_HELP = "Common options (every probe):"
+
+
+def common_options() -> list[click.Option]:
+    o = click.Option
+    return [
+        o(
+            ["--model", "model"],
+            metavar="DIR",
+            default=None,
+            help="Checkpoint directory, or a shipped model name (default, default-mem0). "
+            "[default: default]",
+        ),
+        o(
+            ["--mem", "mem"],
+            type=click.IntRange(min=0),
+            metavar="N",
+            help="Eval mem_len. [default: the model's]",
+        ),
+        o(
+            ["--tgt-len", "tgt_len"],
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="Eval segment length. [default: the model's]",
+        ),
+        o(
+            ["--clamp-len", "clamp_len"],
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="Largest relative distance used. [default: the model's training mem + tgt]",
+        ),
+        o(
+            ["--same-length/--no-same-length", "same_length"],
+            default=None,
+            help="Every query sees exactly mem_len keys. [default: off]",
+        ),
+        o(
+            ["--reset/--carry", "reset"],
+            default=None,
+            help="Mask other documents (reset) or let the cache carry them (the paper's stream). [default: reset]",
+        ),
+        o(
+            ["--n", "n"],
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="Pairs per bin / grid cell. [default: the probe's]",
+        ),
+        o(
+            ["--seed", "seed"],
+            type=click.IntRange(min=0),
+            default=0,
+            show_default=True,
+            metavar="N",
+            help="Seed of the pairs.",
+        ),
+        o(
+            ["--device", "device"],
+            type=click.Choice(["auto", "cpu", "cuda"]),
+            default="auto",
+            show_default=True,
+        ),
+        o(
+            ["--evaluator", "evaluator"],
+            type=click.Choice(["cached", "recompute"]),
+            default="cached",
+            show_default=True,
+            help="cached: streaming with memory; recompute: a fresh window of mem+tgt tokens per scored token.",
+        ),
+        o(
+            ["--dtype", "dtype"],
+            type=click.Choice(["float32", "float64", "bfloat16"]),
+            default="float32",
+            show_default=True,
+        ),
+        o(
+            ["--threads", "threads"],
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="CPU threads. [default: every core this process may use]",
+        ),
+        o(
+            ["--language", "language"],
+            metavar="FILE",
+            help="Synth language JSON (or a checkpoint dir) to write the probe text in. [default: Language.default()]",
+        ),
+        o(
+            ["--out", "out"],
+            metavar="DIR",
+            default="results",
+            show_default=True,
+            help="Where run directories go.",
+        ),
+        o(
+            ["--quick", "quick"],
+            is_flag=True,
+            help="Fewer pairs (the probe's quick n): a smoke run.",
+        ),
+        o(["--json", "as_json"], is_flag=True, help="Print exactly one JSON document on stdout."),
+        o(["--quiet", "quiet"], is_flag=True, help="No progress or logs on stderr."),
+    ]
+
+
+COMMON_NAMES = {
+    "model", "mem", "tgt_len", "clamp_len", "same_length", "reset", "n", "seed", "device",
+    "evaluator", "dtype", "threads", "language", "out", "quick", "as_json", "quiet", "json",
+}  # fmt: skip
+
+
+def probe_command(spec: str) -> click.Command:
+    """The `probe run SPEC` command: common options plus the probe's own."""
+    from probes import params as params_mod
+
+    try:
+        cls = registry.get(spec)
+        own = params_mod.click_options(cls.Params, taken=COMMON_NAMES)
+    except (registry.RegistryError, params_mod.ParamError) as e:
+        raise click.UsageError(str(e)) from None
+    own_names = [p.name for p in own]
+
+    def callback(**kw):
+        as_json, quiet = kw.pop("as_json"), kw.pop("quiet")
+        probe_params = {k: kw.pop(k) for k in own_names if kw.get(k) is not None}
+        for k in own_names:
+            kw.pop(k, None)
+        _run(spec, kw, probe_params, as_json=as_json, quiet=quiet)
+
+    doc = (cls.__doc__ or "").strip()
+    head = doc.splitlines()[0] if doc else cls.name
+    module_doc = _keep_blocks((sys.modules[cls.__module__].__doc__ or "").strip())
+    help_text = (
+        f"{head}\n\n{module_doc}\n\nPairs per group: {cls.default_n} (--quick: {cls.quick_n})."
+    )
+    return click.Command(
+        spec,
+        params=[*own, *common_options()],
+        callback=callback,
+        help=help_text,
+        short_help=head,
+        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    )
+
+
+def _keep_blocks(text: str) -> str:
+    """Mark indented paragraphs (formulas, tables) so click does not rewrap them."""
+    paras = text.split("\n\n")
+    return "\n\n".join("\b\n" + p if p.startswith("    ") else p for p in paras)
+
+
+def _run(spec: str, kw: dict, probe_params: dict, *, as_json: bool, quiet: bool) -> None:
+    from probes.base import ProbeInputError, Progress
+    from probes.runner import print_json, run
+
+    progress = Progress(enabled=not (quiet or as_json) and sys.stderr.isatty())
+    try:
+        summary = run(spec, progress=progress, argv=list(sys.argv), **kw, **probe_params)
+    except ProbeInputError as e:
+        raise InputError(str(e)) from None
+    if as_json:
+        print_json(summary.to_dict())
+    else:
+        from probes.report import print_summary
+
+        print_summary(summary.to_dict())
+    if not summary.passed:
+        click.get_current_context().exit(EXIT_CHECK)
+
+
+class RunGroup(click.Group):
+    """`probe run PROBE …`: one lazily built subcommand per registered probe."""
+
+    def list_commands(self, ctx):
+        try:
+            return registry.names()
+        except registry.RegistryError:
+            return []
+
+    def get_command(self, ctx, name):
+        return probe_command(name)
+
+    def resolve_command(self, ctx, args):
+        name = args[0]
+        if not registry.is_file_spec(name) and name not in registry.names():
+            raise click.UsageError(registry.unknown_message(name), ctx)
+        return name, self.get_command(ctx, name), args[1:]
+
+    def format_commands(self, ctx, formatter):
+        rows = [(e.name, e.summary) for e in registry.entries()]
+        rows.append(("path/to/file.py:Class", "a probe defined outside the package"))
+        with formatter.section("Probes"):
+            formatter.write_dl(rows)
+
+
+@cli.group("run", cls=RunGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def run_group() -> None:
+    """Run a probe on a model; `probe run PROBE --help` lists its options."""
+
+
+# ---------------------------------------------------------------------------- report / rerun
+
+
+@cli.command("report")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def report_cmd(run_dirs: tuple[str, ...], as_json: bool) -> None:
+    """Show finished runs side by side: one run's table, or several (say --mem 128 and 640)."""
+    from probes.results import RunDirError, load_run
+
+    summaries = []
+    for d in run_dirs:
+        try:
+            run_json, summary = load_run(d)
+        except RunDirError as e:
+            raise InputError(str(e)) from None
+        if summary is None:
+            raise InputError(
+                f"{d!r} has no summary.json (status {run_json.get('status')!r}); "
+                "give a finished run"
+            )
+        summaries.append(summary)
+    if as_json:
+        from probes.runner import print_json
+
+        print_json({"runs": summaries})
+        return
+    from probes.report import print_side_by_side, print_summary
+
+    if len(summaries) == 1:
+        print_summary(summaries[0])
+    else:
+        print_side_by_side(summaries, list(run_dirs))
+
+
+@cli.command("rerun")
+@click.argument("run_dir", type=click.Path())
+@click.option(
+    "--out", default=None, metavar="DIR", help="Where the new run goes. [default: as recorded]"
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option("--quiet", is_flag=True, help="No progress or logs on stderr.")
+def rerun_cmd(run_dir: str, out: str | None, as_json: bool, quiet: bool) -> None:
+    """Repeat a run from its run.json and say whether the numbers match (exit 1 if not)."""
+    from probes.base import ProbeInputError, Progress
+    from probes.rerun import rerun
+    from probes.results import RunDirError
+
+    progress = Progress(enabled=not (quiet or as_json) and sys.stderr.isatty())
+    try:
+        result = rerun(run_dir, out=out, progress=progress)
+    except (ProbeInputError, RunDirError) as e:
+        raise InputError(str(e)) from None
+    if as_json:
+        from probes.runner import print_json
+
+        print_json(result)
+    else:
+        from probes.report import print_rerun
+
+        print_rerun(result)
+    if not result["passed"]:
+        click.get_current_context().exit(EXIT_CHECK)
 
 
 def main() -> None:

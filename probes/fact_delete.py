@@ -1,0 +1,77 @@
+"""fact-delete: how much does the answer owe to the fact being there at all?
+
+Base: a fact and, `distance` tokens later, its query (as in fact-swap). Variant: the fact removed
+— by default replaced by neutral filler of the same length in the document's topic (so every
+other token keeps its index and exact zeros stay exact); `--no-fill` cuts it out instead (later
+tokens move up; the alignment maps the answer tokens, and the beyond-reach check is skipped
+because every later token changes its offset in its segment).
+
+    delta (per pair) = mean over answer tokens of NLL_variant(A) − NLL_base(A)
+                       > 0 ⇔ the fact's presence helped the answer
+
+Deletion removes everything the statement does (its value, and that the entity and attribute
+were mentioned at all), so its delta bounds fact-swap's from above; read them side by side: the
+difference is what the model takes from the fact besides its value.
+
+Default n = 40 pairs per bin (the same reasoning as fact-swap: with 4 bins and Holm the rule
+detects about 0.57 sd of the per-pair deltas; `mdd80` per bin reports the realised value).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from probes.base import RunContext
+from probes.fact_pairs import FactParams, base_example, distance_bins, lead_range
+from probes.paired import Job, PairedProbe
+from probes.params import param
+from probes.registry import probe
+
+
+@probe("fact-delete", version=1)
+class FactDelete(PairedProbe):
+    """Remove a distant fact (same-length filler); delta on the answer, by distance."""
+
+    @dataclass(frozen=True)
+    class Params(FactParams):
+        fill: bool = param(
+            True,
+            help="replace the fact by same-length neutral filler (--no-fill: cut it out, "
+            "shifting later tokens)",
+        )
+
+    default_n = 40
+    quick_n = 8
+    delta_doc = "mean over answer tokens of NLL(variant: fact deleted) − NLL(base), nats"
+
+    def plan(self, ctx: RunContext) -> None:
+        from synth import rng as rnd
+        from synth.edits import delete
+
+        bins = distance_bins(self.params.distance, ctx)
+        lead_lo, lead_hi = lead_range(self.params.lead, ctx)
+        self.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
+        self.jobs = []
+        for g, (lo, hi) in enumerate(bins):
+            rng = ctx.rng(self.name, lo, hi)
+            for _ in range(ctx.n):
+                d = rnd.randrange(rng, lo, hi)
+                lead = rnd.randrange(rng, lead_lo, lead_hi)
+                base = base_example(ctx, rng, d, lead)
+                pair = delete(base, rng, ctx.lang, query=0, same_length=self.params.fill)
+                bt, vt = pair.aligned_targets()
+                q = base.queries[0]
+                self.jobs.append(
+                    Job(
+                        group=g,
+                        pair=pair,
+                        base_targets=bt,
+                        variant_targets=vt,
+                        fact_end=base.facts[q.fact].span.end - 1,
+                        sign=1,
+                        info={"lead": lead, "value_len": len(bt)},
+                    )
+                )
+
+    def effect_phrase(self, found: bool) -> str:
+        return "the fact's presence helps the answer" if found else "no evidence the fact helps"

@@ -1,0 +1,80 @@
+"""fact-swap: does the model read a fact N tokens back? Swap its value and watch the answer.
+
+Base: a fact "the ATTR of ENTITY is A ." and, `distance` tokens later, the query
+"? ATTR of ENTITY : A .". Variant: the same text with the stated value B (a value of A's token
+length sharing no token with anything else in the example); the query and its answer A are kept.
+Only the value tokens differ, so everything before them is shared and every later token keeps its
+position (exact zeros where the model cannot see the fact).
+
+    delta (per pair) = mean over answer tokens of NLL_variant(A) − NLL_base(A)
+                       > 0 ⇔ the model read the distant value (it now expects B, not A)
+
+Because only the value changes, topic and format adaptation cancel: this is retrieval.
+Also: the answer contrast log p(A) − log p(B) in both texts (value priors cancel in the shift),
+retrieval accuracy (every answer token the argmax under teacher forcing) in the base, and
+whether the model retrieves B in the variant. Distance is measured in the base, from the fact's
+last token to the first answer token.
+
+Default n = 40 pairs per bin: with 4 bins and Holm, the rule detects (80 % power) a mean delta of
+about 0.57 sd of the per-pair deltas (`mdd80` in every bin reports the realised value). A model
+that reads the fact moves the answer's NLL by nats with an sd of the same order, so 40 pairs
+resolve retrieval in every bin where it exists; beyond the layered reach the delta is exactly 0 and
+any n shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from probes.base import RunContext
+from probes.fact_pairs import FactParams, base_example, distance_bins, lead_range
+from probes.paired import Job, PairedProbe
+from probes.registry import probe
+
+
+@probe("fact-swap", version=1)
+class FactSwap(PairedProbe):
+    """Swap a distant fact's value; delta on the answer = retrieval, by distance."""
+
+    @dataclass(frozen=True)
+    class Params(FactParams):
+        pass
+
+    default_n = 40
+    quick_n = 8
+    delta_doc = (
+        "mean over answer tokens of NLL(variant: fact says B) − NLL(base: fact says A), nats"
+    )
+
+    def plan(self, ctx: RunContext) -> None:
+        from synth import rng as rnd
+        from synth.edits import replace
+
+        bins = distance_bins(self.params.distance, ctx)
+        lead_lo, lead_hi = lead_range(self.params.lead, ctx)
+        self.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
+        self.jobs = []
+        for g, (lo, hi) in enumerate(bins):
+            rng = ctx.rng(self.name, lo, hi)
+            for _ in range(ctx.n):
+                d = rnd.randrange(rng, lo, hi)
+                lead = rnd.randrange(rng, lead_lo, lead_hi)
+                base = base_example(ctx, rng, d, lead)
+                pair = replace(base, rng, ctx.lang, query=0)
+                bt, vt = pair.aligned_targets()
+                q = base.queries[0]
+                self.jobs.append(
+                    Job(
+                        group=g,
+                        pair=pair,
+                        base_targets=bt,
+                        variant_targets=vt,
+                        fact_end=base.facts[q.fact].span.end - 1,
+                        sign=1,
+                        alt=tuple(pair.meta["new_value"]),
+                        info={"lead": lead, "value_len": len(bt)},
+                    )
+                )
+
+    def effect_phrase(self, found: bool) -> str:
+        return "the model reads the fact" if found else "no evidence the model reads the fact"

@@ -1,0 +1,81 @@
+"""`probe rerun RUN_DIR`: repeat a run from its run.json and say whether the numbers match.
+
+The comparison walks both summaries and compares every number except timings and paths:
+"exact" (bitwise equal), "close" (max |difference| ≤ 1e-6: the same computation with another
+thread count or BLAS), or "differ". A changed model file (sha256), probe version or package
+version is noted, since any of them explains a difference.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from probes.results import load_run
+
+IGNORED = {"run_dir", "elapsed_s", "plots", "started_utc"}
+TOLERANCE = 1e-6
+
+
+def diff(a: Any, b: Any, path: str = "") -> list[dict]:
+    """Every place two JSON documents differ (numbers compared exactly)."""
+    out: list[dict] = []
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k in IGNORED:
+                continue
+            out += diff(a.get(k), b.get(k), f"{path}.{k}" if path else k)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            out += diff(x, y, f"{path}[{i}]")
+    elif a != b:
+        out.append({"path": path, "original": a, "rerun": b})
+    return out
+
+
+def _abs_diff(d: dict) -> float:
+    a, b = d["original"], d["rerun"]
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return abs(float(a) - float(b))
+    return math.inf
+
+
+def rerun(run_dir: Path, out: str | None = None, progress=None) -> dict:
+    from probes.runner import rerun_options, run
+
+    record, original = load_run(run_dir)
+    if original is None:
+        from probes.base import ProbeInputError
+
+        raise ProbeInputError(
+            f"{str(run_dir)!r} has no summary.json (status {record.get('status')!r}): "
+            "only a finished run can be compared"
+        )
+    spec, kwargs = rerun_options(record)
+    if out is not None:
+        kwargs["out"] = out
+    summary = run(spec, progress=progress, argv=["probe", "rerun", str(run_dir)], **kwargs)
+    new = summary.to_dict()
+    differences = diff(original, new)
+    worst = max((_abs_diff(d) for d in differences), default=0.0)
+    match = "exact" if not differences else "close" if worst <= TOLERANCE else "differ"
+    notes = []
+    if original.get("model", {}).get("sha256") != new["model"]["sha256"]:
+        notes.append("the model file changed (sha256 differs)")
+    if original.get("version") != new["version"]:
+        notes.append(f"probe version changed: {original.get('version')} → {new['version']}")
+    from probes import __version__
+
+    if record.get("package_version") != __version__:
+        notes.append(f"package version changed: {record.get('package_version')} → {__version__}")
+    return {
+        "original": str(run_dir),
+        "rerun": new["run_dir"],
+        "match": match,
+        "max_abs_diff": 0.0 if not differences else (worst if math.isfinite(worst) else None),
+        "tolerance": TOLERANCE,
+        "differences": differences,
+        "notes": notes,
+        "passed": match != "differ" and summary.passed,
+    }

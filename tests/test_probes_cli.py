@@ -1,0 +1,213 @@
+"""The `probe` CLI with click's CliRunner: the JSON contract, stdout/stderr discipline, exit
+codes, and bad inputs (each one line, exit 2, no run directory)."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from probes.cli import cli
+from probes.testing import tiny_checkpoint
+
+CONTRACT_BIN = {
+    "distance_lo", "distance_hi", "n", "delta_mean", "ci95", "p_value", "reach", "within_horizon",
+    "accuracy",
+}  # fmt: skip
+FAST = ["--distance", "8-14,60-80", "--n", "3", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return str(tiny_checkpoint(tmp_path_factory.mktemp("m") / "tiny", mem_len=16, tgt_len=16))
+
+
+def invoke(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def run_dirs(out):
+    return [p for p in out.glob("*/*/*") if p.is_dir()] if out.exists() else []
+
+
+def test_json_stdout_is_one_document_matching_the_contract(model, tmp_path):
+    r = invoke(["run", "fact-swap", "--model", model, "--out", str(tmp_path), "--json", *FAST])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)  # the whole of stdout is one JSON document
+    assert doc["probe"] == "fact-swap" and isinstance(doc["version"], int)
+    assert {"path", "sha256"} <= set(doc["model"])
+    assert set(doc["geometry"]) >= {"mem_len", "tgt_len", "clamp_len", "same_length", "reset"}
+    assert doc["n_pairs"] == 6
+    assert {"delta_mean", "delta_ci95", "p_value", "accuracy"} <= set(doc["metrics"])
+    assert len(doc["bins"]) == 2
+    for b in doc["bins"]:
+        assert CONTRACT_BIN <= set(b)
+        assert b["reach"] in ("direct", "layered", "beyond")
+    assert doc["run_dir"] and run_dirs(tmp_path) and str(run_dirs(tmp_path)[0]) == doc["run_dir"]
+    for name in doc["metrics"]:
+        assert name in doc["metric_docs"], name
+    assert r.stderr == ""
+
+
+def test_table_and_verdict_on_stdout_progress_only_on_stderr(model, tmp_path, monkeypatch):
+    import probes.base
+
+    real_init = probes.base.Progress.__init__
+    monkeypatch.setattr(
+        probes.base.Progress, "__init__", lambda self, enabled: real_init(self, True)
+    )  # as if stderr were a terminal
+    r = invoke(
+        [
+            "run",
+            "fact-swap",
+            "--model",
+            model,
+            "--out",
+            str(tmp_path),
+            "--distance",
+            "8-14",
+            "--n",
+            "3",
+        ]
+    )
+    assert r.exit_code == 0, r.stderr
+    assert "fact-swap v1" in r.stdout and "fact-swap:" in r.stdout.splitlines()[-2]
+    assert "loading" in r.stderr and "loading" not in r.stdout
+    assert "scoring pairs" not in r.stdout
+
+
+def test_failed_own_check_exits_1(model, tmp_path, monkeypatch):
+    from probes.paired import PairedProbe
+
+    real = PairedProbe._checks
+
+    def broken(self, ctx, records):
+        out = real(self, ctx, records)
+        out["identical_prefix"]["passed"] = False
+        return out
+
+    monkeypatch.setattr(PairedProbe, "_checks", broken)
+    r = invoke(["run", "fact-swap", "--model", model, "--out", str(tmp_path), *FAST])
+    assert r.exit_code == 1
+    assert "CHECK FAILED" in r.stdout
+    (d,) = run_dirs(tmp_path)
+    assert json.loads((d / "run.json").read_text())["status"] == "failed-check"
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "status"),
+    [(RuntimeError("boom"), 3, "error"), (KeyboardInterrupt(), 130, "interrupted")],
+)
+def test_internal_error_and_interrupt_keep_what_was_done(
+    model, tmp_path, monkeypatch, exc, code, status
+):
+    from probes.paired import PairedProbe
+
+    real = PairedProbe._score_batch
+    calls = []
+
+    def flaky(self, ctx, idx, pad):
+        if calls:
+            raise exc
+        calls.append(1)
+        return real(self, ctx, idx, pad)
+
+    monkeypatch.setattr(PairedProbe, "_score_batch", flaky)
+    monkeypatch.setattr(
+        "probes.adapters.CachedTXL.max_rows", lambda self, g: 8
+    )  # 2 pairs (4 rows each) a batch
+    r = invoke(["run", "fact-swap", "--model", model, "--out", str(tmp_path), *FAST])
+    assert r.exit_code == code
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    (d,) = run_dirs(tmp_path)
+    assert json.loads((d / "run.json").read_text())["status"] == status
+    assert len((d / "samples.jsonl").read_text().splitlines()) == 2  # the first batch
+
+
+@pytest.fixture(scope="module")
+def foreign_model(tmp_path_factory):
+    from synth.language import Language, LanguageConfig
+
+    lang = Language(LanguageConfig(n_entities=40, seed=3))
+    return str(tiny_checkpoint(tmp_path_factory.mktemp("f") / "foreign", language=lang))
+
+
+def bad_inputs(model, foreign, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    return {
+        "unknown probe": (["run", "fact-swp"], "did you mean 'fact-swap'"),
+        "--mem -1": (["run", "fact-swap", "--model", model, "--mem", "-1"], "--mem"),
+        "--mem abc": (["run", "fact-swap", "--model", model, "--mem", "abc"], "'abc'"),
+        "--n 0": (["run", "fact-swap", "--model", model, "--n", "0"], "--n"),
+        "missing model": (
+            ["run", "fact-swap", "--model", str(tmp_path / "nope")],
+            "does not exist",
+        ),
+        "foreign vocabulary": (["run", "fact-swap", "--model", foreign], "language mismatch"),
+        "unwritable --out": (
+            ["run", "fact-swap", "--model", model, "--out", str(blocker / "sub")],
+            "--out",
+        ),
+        "bad distance": (
+            ["run", "fact-swap", "--model", model, "--distance", "64-16"],
+            "--distance",
+        ),
+        "same_length with mem 0": (
+            ["run", "fact-swap", "--model", model, "--mem", "0", "--same-length"],
+            "same_length",
+        ),
+        "unknown report dir": (["report", str(tmp_path / "nothing")], "not a run directory"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "unknown probe", "--mem -1", "--mem abc", "--n 0", "missing model", "foreign vocabulary",
+        "unwritable --out", "bad distance", "same_length with mem 0", "unknown report dir",
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_exit_2_and_leaves_no_run_dir(model, foreign_model, tmp_path, case):
+    out = tmp_path / "out"
+    args, needle = bad_inputs(model, foreign_model, tmp_path)[case]
+    if args[0] == "run" and "--out" not in args:
+        args = [*args, "--out", str(out)]
+    r = invoke(args)
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert needle in lines[0] and "Traceback" not in r.stderr
+    assert r.stdout == ""
+    assert not run_dirs(out)
+
+
+def test_device_cuda_without_cuda_is_bad_input(model, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    r = invoke(["run", "fact-swap", "--model", model, "--device", "cuda", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "CUDA is not available" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not run_dirs(tmp_path)
+
+
+def test_list_json_and_report_and_rerun(model, tmp_path):
+    r = invoke(["list", "--json"])
+    names = {p["name"] for p in json.loads(r.stdout)["probes"]}
+    assert {"fact-swap", "fact-delete", "fact-insert", "distractor"} <= names
+
+    for mem in ("8", "16"):
+        r = invoke(
+            ["run", "fact-swap", "--model", model, "--out", str(tmp_path), "--mem", mem, *FAST]
+        )
+        assert r.exit_code == 0, r.stderr
+    dirs = sorted(map(str, run_dirs(tmp_path)))
+    r = invoke(["report", *dirs])
+    assert r.exit_code == 0 and "side by side" in r.stdout
+    doc = json.loads(invoke(["report", *dirs, "--json"]).stdout)
+    assert sorted(s["geometry"]["mem_len"] for s in doc["runs"]) == [8, 16]
+
+    r = invoke(["rerun", dirs[0], "--json", "--quiet"])
+    assert r.exit_code == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["match"] == "exact" and res["differences"] == []

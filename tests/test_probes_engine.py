@@ -1,0 +1,180 @@
+"""The paired engine on tiny untrained models made here (never the shipped one): exact zeros,
+prefix forking, reach-aware checks, both evaluators."""
+
+import json
+
+import numpy as np
+import pytest
+
+import probes
+from probes import adapters
+from probes.base import RunContext
+from probes.loss_model import LossModel, horizon
+from probes.paired import Job, PairedProbe
+from probes.testing import tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    return {
+        "mem": tiny_checkpoint(root / "mem16", mem_len=16, tgt_len=16),
+        "mem0": tiny_checkpoint(root / "mem0", mem_len=0, tgt_len=16),
+    }
+
+
+def samples(summary):
+    lines = (summary.run_dir and open(f"{summary.run_dir}/samples.jsonl").read().splitlines()) or []
+    return [json.loads(x) for x in lines]
+
+
+def test_adapter_satisfies_the_protocol(models):
+    lm = adapters.load(models["mem"])
+    assert isinstance(lm, LossModel)
+    assert lm.info.sha256 and lm.info.n_layer == 2 and lm.info.dtype == "float32"
+    g = lm.default_geometry()
+    assert (g.mem_len, g.tgt_len, g.clamp_len, g.reset) == (16, 16, 32, True)
+
+
+def test_forked_scores_equal_unforked_scores(models):
+    lm = adapters.load(models["mem"])
+    g = lm.geometry(tgt_len=8)
+    rng = np.random.default_rng(0)
+    R, N = 5, 61
+    tokens = np.tile(rng.integers(2, 300, size=N), (R, 1))
+    tokens[1, 30:] = rng.integers(2, 300, size=N - 30)  # child of 0 from 30
+    tokens[2, :45] = tokens[1, :45]
+    tokens[2, 45:] = rng.integers(2, 300, size=N - 45)  # child of 1 from 45
+    tokens[3, 3:] = rng.integers(2, 300, size=N - 3)  # child of 0 from 3 (no whole segment shared)
+    tokens[4] = rng.integers(2, 300, size=N)  # unrelated root
+    docs = np.zeros((R, N), dtype=np.int64)
+    pos = np.ones((R, N), dtype=bool)
+    pos[:, 0] = False
+    pos[3, 40:] = False
+    forked = lm.score_shared(
+        tokens, docs, pos, g, parent=np.array([-1, 0, 1, 0, -1]), shared=np.array([0, 30, 45, 3, 0])
+    )
+    plain = lm.score(tokens, docs, pos, g)
+    np.testing.assert_array_equal(forked.nll, plain.nll)
+    np.testing.assert_array_equal(forked.correct, plain.correct)
+    assert np.isnan(forked.nll[3, 40:]).all() and np.isnan(forked.nll[:, 0]).all()
+
+
+class IdentityProbe(PairedProbe):
+    """Fact examples paired with themselves."""
+
+    name = "identity-test"
+    version = 1
+
+    def plan(self, ctx):
+        from synth.edits import identity
+        from synth.generate import make_example
+
+        self.groups = [{"distance_lo": 8, "distance_hi": 40}]
+        self.jobs = []
+        rng = ctx.rng("identity")
+        for i in range(ctx.n):
+            base = make_example(ctx.lang, rng, [8 + 4 * i], lead=5 + i)
+            pair = identity(base, rng, ctx.lang)
+            bt, vt = pair.aligned_targets()
+            q = base.queries[0]
+            fact_end = base.facts[q.fact].span.end - 1
+            self.jobs.append(Job(0, pair, bt, vt, fact_end, alt=tuple(base.facts[0].value)))
+
+
+@pytest.mark.parametrize("evaluator", ["cached", "recompute"])
+def test_identical_pair_gives_delta_exactly_zero(models, evaluator):
+    from synth.language import Language
+
+    lm = adapters.load(models["mem"], evaluator=evaluator)
+    g = lm.default_geometry()
+    ctx = RunContext(lm, g, horizon(lm, g), Language.default(), n=6, seed=0)
+    p = IdentityProbe(None)
+    p.plan(ctx)
+    out = p.execute(ctx)
+    b = out.bins[0]
+    assert b["delta_mean"] == 0.0 and b["ci95"] == [0.0, 0.0] and b["p_value"] == 1.0
+    assert (out.arrays["nll_base"] == out.arrays["nll_variant"]).all()
+    assert out.metrics["contrast_shift"]["mean"] == 0.0
+    assert out.passed
+
+
+@pytest.mark.parametrize("evaluator", ["cached", "recompute"])
+def test_mem0_model_has_exactly_zero_delta_beyond_its_segment(models, tmp_path, evaluator):
+    s = probes.run(
+        "fact-swap",
+        model=models["mem0"],
+        distance="17-40,60-90",  # beyond the 16-token segment (recompute: window 0 + 16)
+        n=6,
+        out=tmp_path,
+        evaluator=evaluator,
+        progress=False,
+    )
+    recs = samples(s)
+    assert len(recs) == 12
+    assert all(r["delta"] == 0.0 for r in recs)
+    assert all(r["reach"] == "beyond" for r in recs)
+    assert all(r["contrast_base"] == r["contrast_variant"] for r in recs)
+    assert [b["reach"] for b in s.bins] == ["beyond", "beyond"]
+    assert all(b["delta_mean"] == 0.0 and not b["significant"] for b in s.bins)
+    assert s.checks["beyond_reach_zero"]["passed"] and s.checks["beyond_reach_zero"]["n_tokens"] > 0
+    assert s.passed
+
+
+def test_memory_model_reads_inside_its_reach_and_not_beyond(models, tmp_path):
+    s = probes.run(
+        "fact-swap",
+        model=models["mem"],
+        distance="8-14,100-140",
+        n=6,
+        out=tmp_path,
+        progress=False,
+    )
+    recs = samples(s)
+    near = [r for r in recs if r["distance"] <= 14]
+    far = [r for r in recs if r["distance"] >= 100]
+    assert any(r["delta"] != 0.0 for r in near)  # the untrained model does read what it sees
+    assert all(r["delta"] == 0.0 and r["reach"] == "beyond" for r in far)
+    assert s.bins[0]["reach"] == "direct" and s.bins[1]["reach"] == "beyond"
+    assert s.checks["identical_prefix"]["max_abs_delta"] == 0.0
+
+
+def test_run_directory_contents(models, tmp_path):
+    s = probes.run(
+        "fact-delete", model=models["mem"], distance="8-20", n=3, out=tmp_path, progress=False
+    )
+    d = tmp_path / "fact-delete"
+    (run_dir,) = list(d.glob("*/*"))
+    assert str(run_dir) == s.run_dir
+    names = {p.name for p in run_dir.iterdir()}
+    assert {
+        "run.json",
+        "summary.json",
+        "samples.jsonl",
+        "tokens.npz",
+        "delta_by_distance.png",
+    } <= names
+    run = json.loads((run_dir / "run.json").read_text())
+    for key in (
+        "schema_version", "argv", "probe", "params", "model", "geometry", "dtype", "evaluator",
+        "threads", "seeds", "git", "package_version", "synth", "versions", "machine", "status",
+    ):  # fmt: skip
+        assert key in run, key
+    assert run["status"] == "complete" and run["model"]["sha256"] == s.model["sha256"]
+    assert run["synth"]["language_fingerprint"] and "dirty" in run["git"]
+    with np.load(run_dir / "tokens.npz", allow_pickle=False) as z:
+        assert len(z["nll_base"]) == len(z["pair"]) >= 3
+
+
+def test_same_seed_same_numbers(models, tmp_path):
+    a = probes.run(
+        "fact-swap", model=models["mem"], distance="8-20", n=4, out=tmp_path, progress=False
+    )
+    b = probes.run(
+        "fact-swap", model=models["mem"], distance="8-20", n=4, out=tmp_path, progress=False
+    )
+    c = probes.run(
+        "fact-swap", model=models["mem"], distance="8-20", n=4, seed=1, out=tmp_path, progress=False
+    )
+    assert a.bins == b.bins and a.metrics == b.metrics
+    assert a.bins != c.bins
