@@ -22,6 +22,7 @@ import traceback
 import click
 
 from probes import __version__, registry
+from probes.train_cli import train_command
 
 EXIT_OK, EXIT_CHECK, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPT = 0, 1, 2, 3, 130
 
@@ -362,6 +363,9 @@ def rerun_cmd(run_dir: str, out: str | None, as_json: bool, quiet: bool) -> None
         print_rerun(result)
     if not result["passed"]:
         click.get_current_context().exit(EXIT_CHECK)
+
+
+cli.add_command(train_command)  # `probe train` (probes/train_cli.py)
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "weight_decay": 0.0,
         "eval_every": 250,
         "checkpoint_every": 250,
+        "eval": {"mem_len": 640},  # also report recall with the longer evaluation memory
     },
     # A GPU model of tens of millions of parameters (about 26M besides the embedding).
     "small": {
