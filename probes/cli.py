@@ -22,6 +22,7 @@ import traceback
 import click
 
 from probes import __version__, registry
+from probes.synth_cli import synth as synth_group
 from probes.train_cli import train_command
 
 EXIT_OK, EXIT_CHECK, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPT = 0, 1, 2, 3, 130
@@ -366,6 +367,9 @@ def rerun_cmd(run_dir: str, out: str | None, as_json: bool, quiet: bool) -> None
 
 
 cli.add_command(train_command)  # `probe train` (probes/train_cli.py)
+
+
+cli.add_command(synth_group)
 
 
 def main() -> None:

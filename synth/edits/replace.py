@@ -1,0 +1,68 @@
+"""replace (fact-swap): the value of one stated fact is swapped for another value."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from synth.edits._common import (
+    Op,
+    fresh_value,
+    move,
+    move_fact,
+    move_query,
+    splice,
+    supporting_fact,
+)
+from synth.example import Example, Fact, Pair, Span
+from synth.language import Language
+
+
+def replace(
+    base: Example,
+    rng: np.random.Generator,
+    lang: Language,
+    *,
+    query: int = 0,
+    value: tuple[int, ...] | None = None,
+    same_length: bool = True,
+) -> Pair:
+    """Swap the value A of `query`'s fact for B; nothing else changes.
+
+    B defaults to a random value sharing no token with any value of the example, of A's token length
+    (`same_length=False`: any length, which shifts the tokens after it). The variant keeps the query
+    and its answer tokens A (DESIGN.md, fact-swap): only the stated value becomes B; meta holds both for
+    the answer contrast log p(A) − log p(B)."""
+    _, fi, f = supporting_fact(base, query, "replace")
+    old = f.value
+    if value is None:
+        new = fresh_value(lang, rng, base, len(old) if same_length else None, exclude=set(old))
+    else:
+        new = tuple(int(t) for t in value)
+        if same_length and len(new) != len(old):
+            raise ValueError(
+                f"replace: value has {len(new)} tokens but the fact's has {len(old)}; pass same_length=False"
+            )
+        if new == old:
+            raise ValueError("replace: the new value equals the old one")
+    sp = splice(base, [Op(f.value_span.start, f.value_span.end, np.array(new))])
+    s = sp.starts[0]
+    facts = [move_fact(x, sp) if i != fi else None for i, x in enumerate(base.facts)]
+    span = Span(sp.newpos[f.span.start], s + len(new) + 1)
+    facts[fi] = Fact(f.entity, f.attribute, new, span, Span(s, s + len(new)), f.doc)
+    variant = base.replace(
+        tokens=sp.tokens,
+        doc_ids=sp.doc_ids,
+        facts=tuple(facts),
+        queries=tuple(move_query(x, sp) for x in base.queries),
+        distractors=tuple(move(d, sp) for d in base.distractors),
+    )
+    meta = {
+        "edit": "replace",
+        "query": query,
+        "fact": fi,
+        "old_value": list(old),
+        "new_value": list(new),
+        "edited": [s, s + len(new)],
+        "answer": "old",
+    }
+    return Pair(base, variant, sp.alignment, meta)

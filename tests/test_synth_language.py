@@ -1,0 +1,140 @@
+"""Vocabulary, grammar and the language's JSON identity."""
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from synth.language import FACT_VALUE_OFFSET, QUERY_ANSWER_OFFSET, Language, LanguageConfig
+from synth.rng import make_rng
+
+LANG = Language.default()
+SMALL = LanguageConfig(n_entities=12, n_attributes=4, n_value_words=6, n_value_prefixes=2,
+                       n_filler=24, n_topics=3, topic_words=6, seed=5)  # fmt: skip
+
+
+@given(st.lists(st.integers(0, LANG.vocab.size - 1), max_size=60))
+def test_encode_decode_roundtrip_ids(ids):
+    assert LANG.encode(LANG.decode(ids)).tolist() == ids
+
+
+@given(st.lists(st.sampled_from(LANG.vocab.tokens), max_size=60))
+def test_decode_encode_roundtrip_text(words):
+    text = " ".join(words)
+    assert LANG.decode(LANG.encode(text)) == text
+
+
+def test_unknown_token_is_refused_with_one_line():
+    with pytest.raises(ValueError, match="unknown token 'zzz'"):
+        LANG.encode("the zzz")
+
+
+def test_default_language_sizes():
+    c = LANG.config
+    assert (
+        LANG.vocab.size
+        == 9 + c.n_attributes + c.n_value_prefixes + c.n_value_words + c.n_entities + c.n_filler
+    )
+    assert 200 <= LANG.vocab.size <= 1000
+    assert len(LANG.values) == 2 * c.n_value_words
+    assert {len(v) for v in LANG.values} == {1, 2}
+    assert LANG.vocab.tokens[:2] == ("<pad>", "<eod>")
+    assert (LANG.vocab.pad_id, LANG.vocab.eod_id) == (0, 1)
+
+
+def test_token_classes_are_disjoint():
+    groups = [LANG.attribute_ids, LANG.value_token_ids, LANG.entity_ids, LANG.filler_ids]
+    allids = np.concatenate(groups)
+    assert len(set(allids.tolist())) == len(allids)
+
+
+def test_every_value_has_a_near_miss():
+    for v in LANG.values:
+        near = LANG.near_misses(v)
+        assert near and all(set(n) & set(v) and n != v for n in near)
+
+
+def test_templates_put_value_and_answer_at_fixed_offsets():
+    e, a, v = int(LANG.entity_ids[0]), int(LANG.attribute_ids[0]), LANG.values[-1]
+    f, q = LANG.fact_tokens(e, a, v), LANG.query_tokens(e, a, v)
+    assert tuple(f[FACT_VALUE_OFFSET : FACT_VALUE_OFFSET + len(v)]) == v
+    assert tuple(q[QUERY_ANSWER_OFFSET : QUERY_ANSWER_OFFSET + len(v)]) == v
+    assert LANG.decode(f).startswith("the ") and LANG.decode(q).startswith("? ")
+
+
+def test_json_roundtrip_rebuilds_the_same_language():
+    d = json.loads(json.dumps(LANG.to_json()))
+    again = Language.from_json(d)
+    assert again == LANG and again.vocab.tokens == LANG.vocab.tokens
+    assert again.fingerprint == d["fingerprint"] == LANG.fingerprint
+
+
+def test_from_json_refuses_a_tampered_file():
+    d = LANG.to_json()
+    bad = {**d, "tokens": [*d["tokens"][:-1], "zzz"]}
+    with pytest.raises(ValueError, match="does not match"):
+        Language.from_json(bad)
+    with pytest.raises(ValueError, match="not a synth language"):
+        Language.from_json({"vocab": ["a"]})
+    with pytest.raises(ValueError, match="invalid synth language config"):
+        Language.from_json({**d, "config": {**d["config"], "n_colours": 3}})
+
+
+def test_check_compatible_refuses_another_language():
+    other = Language(SMALL)
+    LANG.check_compatible(LANG.to_json())
+    with pytest.raises(ValueError, match="language mismatch") as e:
+        LANG.check_compatible(other.to_json())
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="not a synth language"):
+        LANG.check_compatible({"type": "bpe"})
+
+
+def test_language_is_deterministic_from_its_config():
+    a, b = Language(SMALL), Language(SMALL)
+    assert a.fingerprint == b.fingerprint
+    assert np.array_equal(a.grammar.P, b.grammar.P)
+    assert Language(LanguageConfig(**{**SMALL.to_dict(), "seed": 6})).fingerprint != a.fingerprint
+
+
+def test_transition_rows_are_distributions_and_filler_excludes_values():
+    P = LANG.grammar.P
+    np.testing.assert_allclose(P.sum(axis=2), 1.0, atol=1e-12)
+    words = LANG.grammar.sample(
+        np.arange(-1, LANG.n_topics), make_rng(0).random((LANG.n_topics + 1, 300))
+    )
+    toks = LANG.filler_tokens(words)
+    assert not LANG.is_value_token(toks).any()
+    assert np.isin(toks, LANG.filler_ids).all()
+
+
+@pytest.mark.parametrize("topic", [0, 3, -1])
+def test_entropy_rate_matches_the_sampled_chain(topic):
+    """The exact rate equals the mean −log P(next | previous) along a long sampled chain."""
+    g = LANG.grammar
+    t = g.n_topics if topic < 0 else topic
+    w = g.sample(np.full(64, topic), make_rng(1).random((64, 400)))
+    nll = -np.log(g.P[t][w[:, :-1], w[:, 1:]])
+    assert abs(nll.mean() - LANG.filler_entropy_rate(topic)) < 0.03
+
+
+def test_knowing_the_topic_lowers_the_floor():
+    rate, blind = LANG.filler_entropy_rate(), LANG.filler_bigram_entropy()
+    assert 1.0 < rate < blind < np.log(LANG.config.n_filler)
+
+
+def test_topic_clusters_dominate_their_topics():
+    """A topic's own cluster is about topic_weight of its stationary mass: the topic is visible."""
+    g = LANG.grammar
+    for t in range(g.n_topics):
+        assert g.stationary[t][g.clusters[t]].sum() > LANG.config.topic_weight
+
+
+def test_disjoint_entity_pools():
+    train = LANG.entity_pool("train", disjoint=True)
+    probe = LANG.entity_pool("probe", disjoint=True)
+    assert not set(train.tolist()) & set(probe.tolist())
+    assert len(train) + len(probe) == len(LANG.entity_ids)
+    assert np.array_equal(LANG.entity_pool("probe"), LANG.entity_ids)
