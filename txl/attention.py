@@ -1,12 +1,15 @@
 """Multi-head attention over [SG(memory); segment], with Transformer-XL's relative positions.
 
 Dai et al. 2019, §3.3. For query i (a position of the current segment) and key j (a position of
-[memory; segment]), with E_x the content, R the sinusoid of the relative distance i − j, W_q, W_k,E
+[memory; segment]), with E_x the content, R the sinusoid of the relative distance i − j, W_q, W_k,E,
 W_k,R the query / content-key / position-key projections and u, v learned per head:
 
     A_ij^rel = E_xi^T W_q^T W_k,E E_xj   (a)   +   E_xi^T W_q^T W_k,R R_{i−j}   (b)
              + u^T W_k,E E_xj             (c)   +   v^T W_k,R R_{i−j}            (d)
-             = (q_i + u)·k_j  +  (q_i + v)·(W_R r_{i−j})                         — then / √d_head.
+             = (q_i + u)·k_j  +  (q_i + v)·(W_R r_{i−j}),        score = A_ij^rel / √d_head
+
+(the 1/√d_head is applied to q_i + u and q_i + v, which is the same product with T·D multiplies
+instead of T·K).
 
 K and V come from [SG(mem); h], Q from h only: scores are T × (M + T), not square. The memory is
 detached by the caller (txl.memory); this module never sees where it came from.

@@ -35,6 +35,8 @@ from torch import nn
 from txl.geometry import Geometry
 from txl.memory import Memory
 
+SCORE_BUDGET = 2**25  # attention scores per layer and forward in recompute_nll's default batching
+
 
 @dataclass
 class StreamResult:
@@ -125,20 +127,20 @@ def recompute_nll(
     positions: np.ndarray | None = None,
     clamp_len: int | None = None,
     reset: bool = True,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     device=None,
     dtype: torch.dtype = torch.float32,
 ) -> StreamResult:
     """Sliding-window recompute: each scored token t is predicted by a fresh forward over
     tokens[b, t − window : t] (fewer at the start), without memory.
 
-    positions: (B, N) bool, the tokens to score (None: all t ≥ 1); batch_size: windows per forward.
-    Short windows are left-padded with doc id −1 (never attended; positions count back from the
+    positions: (B, N) bool, the tokens to score (None: all t ≥ 1); batch_size: windows per forward
+    (None: as many as keep one layer's attention scores near 2^25 values, at most 256). Short windows are left-padded with doc id −1 (never attended; positions count back from the
     window's last token, so padding moves nothing)."""
     tokens, doc_ids = _check_arrays(tokens, doc_ids)
     if window < 1:
         raise ValueError(f"window must be a positive number of tokens, got {window}")
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     B, N = tokens.shape
     if positions is None:
@@ -156,6 +158,8 @@ def recompute_nll(
     offsets = np.arange(-window, 0)  # (W,) window of t: t − window … t − 1
     with _evaluating(model, device, dtype) as (m, dev):
         cfg = m.config
+        if batch_size is None:
+            batch_size = max(1, min(256, SCORE_BUDGET // (cfg.n_head * window * window)))
         for lo in range(0, len(rows), batch_size):
             b, t = rows[lo : lo + batch_size], cols[lo : lo + batch_size]  # (n,)
             idx = t[:, None] + offsets[None, :]  # (n, W) positions in the row

@@ -15,6 +15,15 @@ Pre-LN has no final LayerNorm, as the reference. NLL is per token and unreduced:
 
 (the stream evaluator aligns it so that nll[t] is the loss of predicting token t; see txl.evaluator).
 
+Where the reference is ambiguous or its ablation code is buggy, this is what we do:
+- "abs"/"learned": window-relative positions are added to [memory; segment] at each use and never
+  cached (the reference adds them in place to its cached memory); "abs" applies the embedding
+  dropout before adding the positions (the reference after).
+- "shaw": u follows `untie_r` like "rel"; tables are indexed by distance and `clamp_len` caps the
+  distance at clamp_len exactly (the reference keeps clamp_len rows, i.e. caps at clamp_len − 1).
+- `clamp_len` also caps learned absolute positions (the reference ignores it there).
+- A memory longer than the geometry's mem_len is cut to its last mem_len positions.
+
 Parameter names (checkpoints and the HF parity mapping depend on them; do not rename):
     word_emb.weight (V, d)                      out_bias (V,)      out_weight (V, d) only if untied
     bias_u, bias_v (H, D)                       shared u, v ("rel"; "shaw" has bias_u only); with
