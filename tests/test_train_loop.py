@@ -218,3 +218,25 @@ def test_cuda_device_without_cuda_is_refused(tmp_path):
         pytest.skip("CUDA is available here")
     with pytest.raises(ConfigError, match="CUDA is not available"):
         run(tmp_path / "r", device="cuda")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("compiled", [False, True])
+def test_cuda_bf16_run_trains_saves_and_resumes(tmp_path, compiled):
+    import shutil
+
+    out = tmp_path / "r"
+    result, _ = run(out, steps=4, device="cuda", checkpoint_every=2, compile=compiled)
+    assert all(np.isfinite(losses(out)))
+    ckpt = load_checkpoint(out / "model")
+    assert ckpt.training["precision"] == "bf16" and ckpt.training["device"] == "cuda"
+    if any(k in torch.cuda.get_device_name() for k in ("H200", "H100", "A100")):
+        assert result.mfu is not None and 0 < result.mfu < 1
+    before = losses(out)
+    shutil.rmtree(out / "checkpoints" / "step_00000004")
+    shutil.rmtree(out / "model")
+    run(out, steps=4, device="cuda", checkpoint_every=2, compile=compiled, resume=True)
+    torch.testing.assert_close(
+        torch.tensor(losses(out)), torch.tensor(before), rtol=1e-2, atol=1e-2
+    )
