@@ -78,3 +78,19 @@ def train(session: nox.Session) -> None:
         "2",
         *session.posargs,
     )
+
+
+@nox.session
+def probes(session: nox.Session) -> None:
+    """Run probes on the default model, results under results/: every registered probe with its
+    default parameters, or what the arguments say (`nox -s probes -- fact-swap --mem 640` runs
+    `probe run fact-swap --mem 640`)."""
+    _install(session)
+    if session.posargs:
+        session.run("probe", "run", *session.posargs)
+        return
+    import json
+
+    listing = session.run("probe", "list", "--json", silent=True)
+    for entry in json.loads(listing)["probes"]:
+        session.run("probe", "run", entry["name"])

@@ -13,10 +13,10 @@ memory is already taken by the document when it arrives).
 Outputs a heatmap (depth × distance) of the mean delta (`insert_heatmap.png`; * = significant)
 beside the usual delta-by-distance plot (one line per depth).
 
-Default n = 24 pairs per cell: a 4 × 3 grid already costs 12 cells, Holm runs over all 12, and
-the rule then detects (80 % power) about 0.8 sd of the per-pair deltas per cell (`mdd80`);
-a model that reads the fact moves the answer by nats, far above that. Raise --n for fine
-structure along depth.
+Default n = 16 pairs per cell: a 4 × 3 grid is 12 cells (the costliest probe: every depth adds
+its haystack), Holm runs over all 12, and the rule then detects (80 % power) 1.06 sd of the
+per-pair deltas per cell (`mdd80` reports it in nats); a model that reads an inserted fact moves
+the answer by several nats, far above that. Raise --n for fine structure along depth.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ class FactInsert(PairedProbe):
     class Params(FactParams):
         depth: str = param("auto", help=DEPTH_HELP, check=check_depths)
 
-    default_n = 24
-    quick_n = 6
+    default_n = 16
+    quick_n = 4
     plot_series = "depth"
     delta_doc = "mean over answer tokens of NLL(base: no fact) − NLL(variant: fact inserted), nats"
 

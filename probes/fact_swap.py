@@ -15,11 +15,14 @@ retrieval accuracy (every answer token the argmax under teacher forcing) in the 
 whether the model retrieves B in the variant. Distance is measured in the base, from the fact's
 last token to the first answer token.
 
-Default n = 40 pairs per bin: with 4 bins and Holm, the rule detects (80 % power) a mean delta of
-about 0.57 sd of the per-pair deltas (`mdd80` in every bin reports the realised value). A model
-that reads the fact moves the answer's NLL by nats with an sd of the same order, so 40 pairs
-resolve retrieval in every bin where it exists; beyond the layered reach the delta is exactly 0 and
-any n shows it.
+Default n = 24 pairs per bin, chosen from the effect it must detect: with the 4 auto bins and
+Holm, the verdict rule detects (80 % power) a mean delta of 0.73 sd of the per-pair deltas
+(n = 16: 0.93 sd, n = 40: 0.55 sd); every bin reports its realised minimum detectable delta
+(`mdd80`, in nats). A model that reads the fact moves the answer's NLL by several nats (p(A)
+from near 1 to near chance among the values) with a per-pair sd of the same order, so 24 pairs
+resolve retrieval wherever it exists, and a partial effect of about 1 nat at sd ≈ 1.4; beyond the
+layered reach the delta is exactly 0 (the `beyond_reach_zero` check) and any n shows it. --quick
+uses 6 pairs per bin (a smoke run: MDD ≈ 1.9 sd).
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ class FactSwap(PairedProbe):
     class Params(FactParams):
         pass
 
-    default_n = 40
-    quick_n = 8
+    default_n = 24
+    quick_n = 6
     delta_doc = (
         "mean over answer tokens of NLL(variant: fact says B) − NLL(base: fact says A), nats"
     )

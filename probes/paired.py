@@ -56,6 +56,7 @@ class Job:
     sign: int = 1  # delta = sign · (variant − base)
     alt: tuple[int, ...] | None = None  # the other candidate answer (contrast), same length
     info: dict[str, Any] = field(default_factory=dict)  # recorded per pair in samples.jsonl
+    base_id: int | None = None  # jobs with one base_id share one base Example (scored once)
 
     @property
     def distance(self) -> int:
@@ -69,6 +70,9 @@ class Rows:
     positions: list[np.ndarray] = field(default_factory=list)
     parent: list[int] = field(default_factory=list)
     shared: list[int] = field(default_factory=list)
+
+    def mark(self, row: int, scored) -> None:
+        self.positions[row][np.asarray(scored, dtype=np.int64)] = True
 
     def add(self, tokens, doc_ids, scored, parent=-1, shared=0) -> int:
         pos = np.zeros(len(tokens), dtype=bool)
@@ -134,7 +138,12 @@ class PairedProbe(Probe):
         max_rows = model.max_rows(ctx.geometry) if hasattr(model, "max_rows") else 64
         rows_per_job = 4 if any(j.alt is not None for j in self.jobs) else 2
         per_batch = max(1, max_rows // rows_per_job)
-        order = sorted(range(len(self.jobs)), key=lambda i: len(self.jobs[i].pair.base))
+
+        def key(i: int):
+            job = self.jobs[i]
+            return (len(job.pair.base), i if job.base_id is None else job.base_id, i)
+
+        order = sorted(range(len(self.jobs)), key=key)
         records: list[dict | None] = [None] * len(self.jobs)
         tokens_out: list[dict] = [{}] * len(self.jobs)
         if ctx.progress is not None:
@@ -158,6 +167,7 @@ class PairedProbe(Probe):
     def _score_batch(self, ctx: RunContext, idx: Sequence[int], pad: int):
         rows = Rows()
         layout = []
+        base_rows: dict[tuple[int, int], int] = {}  # (base_id, length) → row
         for i in idx:
             job = self.jobs[i]
             b, v = job.pair.base, job.pair.variant
@@ -166,7 +176,14 @@ class PairedProbe(Probe):
             shared = first_difference(b.tokens[:lb], b.doc_ids[:lb], v.tokens[:lv], v.doc_ids[:lv])
             check = np.arange(max(1, shared - PREFIX_CHECK_TOKENS), min(shared, lb, lv))
             check = check[check < min(bt.min(), vt.min())]
-            r_b = rows.add(b.tokens[:lb], b.doc_ids[:lb], np.r_[check, bt])
+            reuse = base_rows.get((job.base_id, lb)) if job.base_id is not None else None
+            if reuse is None:
+                r_b = rows.add(b.tokens[:lb], b.doc_ids[:lb], np.r_[check, bt])
+                if job.base_id is not None:
+                    base_rows[(job.base_id, lb)] = r_b
+            else:
+                r_b = reuse
+                rows.mark(r_b, np.r_[check, bt])
             r_v = rows.add(v.tokens[:lv], v.doc_ids[:lv], np.r_[check, vt], r_b, shared)
             r_ba = r_va = None
             if job.alt is not None:

@@ -172,7 +172,9 @@ def label_bin(
 
 def auto_bins(horizon: Horizon, lo: int = 8) -> list[tuple[int, int]]:
     """Distance bins that each fall in one region for every offset in a segment: two inside the
-    direct window, one only in the layered reach (when there is such a gap) and one beyond it."""
+    direct window, one only in the layered reach (when there is such a gap) and one beyond it
+    (just beyond: past the layered reach every distance gives the same exact zero, and longer
+    texts only cost time)."""
     (dmin, dmax), (rmin, rmax) = horizon.ranges()
     bins: list[tuple[int, int]] = []
     if dmin >= 2 * lo:
@@ -183,7 +185,7 @@ def auto_bins(horizon: Horizon, lo: int = 8) -> list[tuple[int, int]]:
     if rmin > dmax:
         bins.append((dmax + 1, rmin))
     start = rmax + 1
-    bins.append((start, start + max(32, rmax // 2)))
+    bins.append((start, start + max(32, rmax // 4)))
     return bins
 
 

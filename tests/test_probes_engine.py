@@ -178,3 +178,71 @@ def test_same_seed_same_numbers(models, tmp_path):
     )
     assert a.bins == b.bins and a.metrics == b.metrics
     assert a.bins != c.bins
+
+
+def test_fact_delete_no_fill_shifts_tokens_and_skips_the_beyond_check(models, tmp_path):
+    s = probes.run(
+        "fact-delete", model=models["mem0"], distance="8-12,60-80", n=3, fill=False,
+        out=tmp_path, progress=False,
+    )  # fmt: skip
+    assert s.params["fill"] is False and s.passed
+    assert s.checks["beyond_reach_zero"]["n_tokens"] == 0  # not applicable: later tokens moved
+
+
+def test_fact_insert_grid_and_heatmap(models, tmp_path):
+    s = probes.run(
+        "fact-insert", model=models["mem"], distance="8-12,60-80", depth="8,40", n=2,
+        out=tmp_path, progress=False,
+    )  # fmt: skip
+    assert [(b["depth"], b["distance_lo"]) for b in s.bins] == [(8, 8), (8, 60), (40, 8), (40, 60)]
+    grid = s.metrics["grid"]
+    assert grid["rows_depth"] == [8, 40] and len(grid["delta_mean"][0]) == 2
+    assert "insert_heatmap.png" in s.plots and s.passed
+    far = [b for b in s.bins if b["distance_lo"] == 60]
+    assert all(b["delta_mean"] == 0.0 and b["reach"] == "beyond" for b in far)
+
+
+def test_distractor_cells_share_their_clean_bases(models, tmp_path):
+    s = probes.run("distractor", model=models["mem"], k="1,2", n=3, out=tmp_path, progress=False)
+    cells = [(b["kind"], b["k"]) for b in s.bins]
+    assert cells == [
+        ("same_attribute", 1), ("same_attribute", 2), ("same_entity", 1), ("same_entity", 2),
+        ("near_miss", 1),
+    ]  # fmt: skip
+    assert s.metrics["skipped_cells"] == [
+        {"kind": "near_miss", "k": 2, "why": s.metrics["skipped_cells"][0]["why"]}
+    ]
+    recs = samples(s)
+    by_base = {}
+    for r in recs:
+        by_base.setdefault(r["base"], set()).add(r["nll_base"])
+    assert all(len(v) == 1 for v in by_base.values())  # one clean base scored once per base
+    assert s.passed
+
+
+def test_probe_from_a_file_runs_and_reruns(models, tmp_path):
+    f = tmp_path / "outside.py"
+    f.write_text(
+        "from dataclasses import dataclass\n"
+        "from probes.fact_swap import FactSwap\n"
+        "from probes.registry import probe\n"
+        "@probe('outside-swap', version=2)\n"
+        "class OutsideSwap(FactSwap):\n"
+        "    '''fact-swap under another name'''\n"
+        "    @dataclass(frozen=True)\n"
+        "    class Params(FactSwap.Params):\n"
+        "        pass\n"
+    )
+    s = probes.run(
+        f"{f}:OutsideSwap",
+        model=models["mem"],
+        distance="8-12",
+        n=2,
+        out=tmp_path / "o",
+        progress=False,
+    )
+    assert s.probe == "outside-swap" and s.version == 2
+    from probes.rerun import rerun
+
+    res = rerun(s.run_dir, progress=False)
+    assert res["match"] == "exact", res["differences"][:3]
