@@ -65,8 +65,15 @@ def rerun(run_dir: Path, out: str | None = None, progress=None) -> dict:
         notes.append("the model file changed (sha256 differs)")
     if original.get("version") != new["version"]:
         notes.append(f"probe version changed: {original.get('version')} → {new['version']}")
+    import synth
     from probes import __version__
 
+    recorded = (record.get("synth") or {}).get("generator_version")
+    if recorded is not None and recorded != getattr(synth, "GENERATOR_VERSION", None):
+        notes.append(
+            f"synth generator version changed: {recorded} → {synth.GENERATOR_VERSION} "
+            "(the same seed now makes other text)"
+        )
     if record.get("package_version") != __version__:
         notes.append(f"package version changed: {record.get('package_version')} → {__version__}")
     return {

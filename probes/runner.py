@@ -369,13 +369,18 @@ def run_record(cls, spec, params, options, lm, geometry, hz, lang, device, threa
 
     synth_info = None
     if lang is not None:
+        import hashlib
+        import json
+
         import synth
 
+        config = lang.config.to_dict()
+        canon = json.dumps(config, sort_keys=True, separators=(",", ":"))
         synth_info = {
-            "generator_version": getattr(synth, "GENERATOR_VERSION", None)
-            or getattr(synth, "__version__", None),
+            "generator_version": getattr(synth, "GENERATOR_VERSION", None),
             "language_fingerprint": lang.fingerprint,
-            "language_config": lang.config.to_dict(),
+            "language_config": config,
+            "language_config_sha256": hashlib.sha256(canon.encode()).hexdigest(),
         }
     return {
         "schema_version": SCHEMA_VERSION,

@@ -38,6 +38,7 @@ Nothing here is random: the same deltas give the same numbers.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -79,7 +80,9 @@ def wilcoxon_p(values: np.ndarray) -> float:
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0 or not np.any(x != 0.0):
         return 1.0
-    return float(stats.wilcoxon(x, zero_method="wilcox", alternative="two-sided").pvalue)
+    with warnings.catch_warnings():  # "sample too small for the normal approximation" etc.
+        warnings.simplefilter("ignore")
+        return float(stats.wilcoxon(x, zero_method="wilcox", alternative="two-sided").pvalue)
 
 
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
