@@ -127,6 +127,14 @@ def print_summary(summary: dict, out=None) -> None:
         c.print(f"run directory: {summary['run_dir']}")
 
 
+def _sort_key(key: tuple) -> tuple:
+    """Bins of several runs in one order: by distance, then depth, kind, k (None last)."""
+    return tuple(
+        (x is None, x if isinstance(x, str) else "", x if isinstance(x, int | float) else 0)
+        for x in key
+    )
+
+
 def _bin_key(b: dict) -> tuple:
     return tuple(b.get(k) for k in ("distance_lo", "distance_hi", "depth", "kind", "k"))
 
@@ -180,9 +188,7 @@ def print_side_by_side(summaries: Sequence[dict], names: Sequence[str], out=None
         table.add_column(header, justify="right")
     for i in range(len(summaries)):
         table.add_column(f"#{i + 1}", justify="right")
-    for key in sorted(
-        keys, key=lambda k: tuple((x is None, x if x is not None else 0) for k_ in [k] for x in k_)
-    ):
+    for key in sorted(keys, key=_sort_key):
         row_bins = [
             next((b for b in s.get("bins", []) if _bin_key(b) == key), None) for s in summaries
         ]
