@@ -46,12 +46,23 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def set_threads(threads: int | None) -> int:
-    """Use all the cores this process may run on (or `threads`); returns the count in use."""
+def default_threads() -> int:
+    """The cores this process may use, less those other processes keep busy (the 1-minute load
+    average, rounded down): oversubscribed OpenMP threads spin against each other, and on a
+    shared 2-core machine one thread then evaluates 2–3× faster than two."""
     from probes.provenance import cpu_count
 
-    n = threads or cpu_count()
-    torch.set_num_threads(n)
+    cores = cpu_count()
+    try:
+        busy = int(os.getloadavg()[0])
+    except OSError:  # pragma: no cover - no load average on this platform
+        busy = 0
+    return max(1, cores - busy)
+
+
+def set_threads(threads: int | None) -> int:
+    """Use `threads` torch threads, or `default_threads()`; returns the count in use."""
+    torch.set_num_threads(threads or default_threads())
     return torch.get_num_threads()
 
 

@@ -182,7 +182,7 @@ def common_options() -> list[click.Option]:
             ["--threads", "threads"],
             type=click.IntRange(min=1),
             metavar="N",
-            help="CPU threads. [default: every core this process may use]",
+            help="CPU threads. [default: the cores this process may use, less those other processes keep busy]",
         ),
         o(
             ["--language", "language"],
