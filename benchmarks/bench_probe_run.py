@@ -52,7 +52,7 @@ def run(console) -> None:
     probe = [sys.executable, "-m", "probes.cli"]
     table = Table(title=f"probe run on {cpu_count()} cores · model {model}")
     for h in ("command", "wall s", "target s", "peak RSS MB", "target MB", "pairs", "exit"):
-        table.add_column(h, justify="right" if h != "command" else "left")
+        table.add_column(h, justify="right" if h != "command" else "left", no_wrap=True)
 
     wall, rss, code, _ = measure([*probe, "list"])
     table.add_row("probe list", f"{wall:.2f}", "0.3", f"{rss:.0f}", "—", "—", str(code))
