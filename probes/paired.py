@@ -21,7 +21,8 @@ Per pair (the unit of analysis; tokens are never the unit):
 
 The run's own checks (a failure makes `probe run` exit 1):
     identical_prefix   tokens before the first difference score the same in base and variant
-                       (up to 8 per pair; a causality / determinism check of the evaluator)
+                       (8 per pair, 2 with the recompute evaluator; a causality / determinism
+                       check of the evaluator)
     beyond_reach_zero  answer tokens whose layered reach does not include the edit have delta 0
                        (length-preserving edits only; checks the reach computation and the model)
 within a dtype's tolerance (float32: 1e-4 nats); the fraction of exact zeros is reported too.
@@ -43,7 +44,9 @@ from probes.loss_model import score_rows
 from probes.reach import REACH_LABELS, classify, doc_starts, label_bin
 
 TOLERANCE = {"float64": 1e-9, "float32": 1e-4, "bfloat16": 5e-2}
-PREFIX_CHECK_TOKENS = 8
+# Tokens before the first difference compared by `identical_prefix`: free for a streaming model
+# (it scores every token anyway), a whole window each for the recompute evaluator.
+PREFIX_CHECK_TOKENS = {True: 8, False: 2}
 
 
 @dataclass
@@ -167,6 +170,7 @@ class PairedProbe(Probe):
     def _score_batch(self, ctx: RunContext, idx: Sequence[int], pad: int):
         rows = Rows()
         layout = []
+        n_check = PREFIX_CHECK_TOKENS[hasattr(ctx.model, "score_shared")]
         base_rows: dict[tuple[int, int], int] = {}  # (base_id, length) → row
         for i in idx:
             job = self.jobs[i]
@@ -174,7 +178,7 @@ class PairedProbe(Probe):
             bt, vt = job.base_targets, job.variant_targets
             lb, lv = int(bt.max()) + 1, int(vt.max()) + 1
             shared = first_difference(b.tokens[:lb], b.doc_ids[:lb], v.tokens[:lv], v.doc_ids[:lv])
-            check = np.arange(max(1, shared - PREFIX_CHECK_TOKENS), min(shared, lb, lv))
+            check = np.arange(max(1, shared - n_check), min(shared, lb, lv))
             check = check[check < min(bt.min(), vt.min())]
             reuse = base_rows.get((job.base_id, lb)) if job.base_id is not None else None
             if reuse is None:
