@@ -14,11 +14,19 @@ instead of T·K).
 K and V come from [SG(mem); h], Q from h only: scores are T × (M + T), not square. The memory is
 detached by the caller (txl.memory); this module never sees where it came from.
 
-The position term (b)+(d) is computed once per distance, (q_i + v)·W_R r_d for d = 0 … R − 1, and
-then gathered into the (i, j) grid by the index d(i, j) = clamp(M + i − j, 0, limit) (txl.masking).
-That is the reference's "rel-shift" written as an explicit gather: it is correct at every (i, j),
-including above the causal boundary (where the rel-shift trick yields garbage that only the mask
-hides), and `clamp_len` is exact by construction (the index is clamped, not the table).
+The position term (b)+(d) is placed into the (i, j) grid by the reference's "rel-shift": computed
+for the distances the LAST query sees (one column per key), each earlier query row is the same row
+read T−1−i columns further on, which is a strided view of the grid, not a gather (`_rel_shift`). It
+is exact at every visible (i, j) — and `clamp_len` too, since the distance is clamped per column as
+the reference clamps its position sequence — and yields garbage above the causal boundary, which
+the mask always hides (every mask of txl.masking is causal).
+
+Layout: heads lead, (H, B, T, ·), so that the position term is one matmul per head over all B·T
+queries (its keys do not depend on the batch row) and its shift stays a view of a batch of
+(T, K+1) blocks; the content scores are then added to it inside the same batched matmul (baddbmm).
+Masking is an additive bias built once per forward (txl.masking.ScoreMask). With gradients the
+softmax is written out; without (evaluation) the fused `scaled_dot_product_attention` takes the
+position term and the mask as its additive `attn_mask` (less time, no (T, K) probabilities kept).
 
 Variants (config.pos_enc): "rel" as above; "shaw" replaces (b)+(d) by q_i·e_d + b_d with learned
 per-layer tables (txl.positional.ShawRelative) and keeps u; "abs" and "learned" have no position term
@@ -37,6 +45,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from txl.config import TXLConfig
+from txl.masking import ScoreMask
 from txl.positional import ShawRelative
 
 
@@ -71,7 +80,7 @@ class RelMultiHeadAttention(nn.Module):
         self,
         h: Tensor,
         mem: Tensor,
-        mask: Tensor,
+        mask: Tensor | ScoreMask,
         rel_dist: Tensor | None = None,
         n_dist: int = 0,
         r: Tensor | None = None,
@@ -79,49 +88,99 @@ class RelMultiHeadAttention(nn.Module):
         bias_v: Tensor | None = None,
     ) -> Tensor:
         """h: (B, T, d) segment; mem: (B, M, d) detached memory (M may be 0);
-        mask: (B, 1, T, M+T) bool, True = visible; rel_dist: (T, M+T) long distance index in
-        [0, n_dist); r: (n_dist, d) sinusoid of distances 0 … n_dist−1 ("rel"); bias_u, bias_v: (H, D).
+        mask: (B, 1, T, M+T) bool, True = visible, or the same as a ScoreMask built once per forward
+        (txl.masking); causal ("rel", "shaw": the rel-shift relies on it);
+        rel_dist: (T, M+T) long distance index in [0, n_dist) (the rel-shift reads its last row);
+        r: (n_dist, d) sinusoid of distances 0 … n_dist−1 ("rel"); bias_u, bias_v: (H, D).
         -> (B, T, d)."""
         B, T, _ = h.shape
+        M = mem.shape[1]
+        K = M + T
         H, D = self.n_head, self.d_head
-        x = torch.cat([mem.to(h.dtype), h], dim=1)  # (B, K, d), K = M + T
-        K = x.shape[1]
-        if self.pre_lnorm:
-            x = self.norm(x)
+        if not isinstance(mask, ScoreMask):
+            mask = ScoreMask(mask, H)
+        mem = mem.to(h.dtype)
+        # LayerNorm is per position: LN([mem; h]) = [LN(mem); LN(h)]
+        x_h = self.norm(h) if self.pre_lnorm else h  # (B, T, d)
+        x_m = self.norm(mem) if self.pre_lnorm else mem  # (B, M, d)
 
-        q = self.q_proj(x[:, K - T :]).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        k = self.k_proj(x).view(B, K, H, D).transpose(1, 2)  # (B, H, K, D)
-        v = self.v_proj(x).view(B, K, H, D).transpose(1, 2)  # (B, H, K, D)
-
-        # the 1/√d_head of all four terms is applied to the queries (T·D values, not T·K scores)
-        q = q * self.scale  # (B, H, T, D)
+        # Q, K, V of the segment in one matmul; K and V of the memory apart: it is detached, so
+        # autograd skips the input gradient of its M rows (most of the K). The parameters stay
+        # q_proj / k_proj / v_proj; concatenating them per call, (3·H·D, d), costs next to nothing.
+        w_qkv = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+        qkv = F.linear(x_h, w_qkv).view(B, T, 3, H, D).permute(2, 3, 0, 1, 4)  # (3, H, B, T, D)
+        q, k, v = qkv.unbind(0)  # (H, B, T, D) each
+        if M:  # [mem; h] along time, heads first (the concatenation is the one copy)
+            k = torch.cat([self.k_proj(x_m).view(B, M, H, D).permute(2, 0, 1, 3), k], dim=2)
+            v = torch.cat([self.v_proj(x_m).view(B, M, H, D).permute(2, 0, 1, 3), v], dim=2)
+        k, v = k.reshape(H * B, K, D), v.reshape(H * B, K, D)  # (H·B, K, D)
+        # the 1/√d_head of all four terms is applied to the queries (T·D values, not T·K scores),
+        # so every score term below is already scaled
+        q = q * self.scale  # (H, B, T, D)
         # content terms (a) + (c): (q_i + u)·k_j
-        q_u = q if bias_u is None else q + bias_u[:, None, :].to(q.dtype) * self.scale
-        score = q_u @ k.transpose(-1, -2)  # (B, H, T, K)
+        q_u = q if bias_u is None else q + bias_u[:, None, None, :].to(q.dtype) * self.scale
+        q_u = q_u.reshape(H * B, T, D)  # (H·B, T, D)
 
-        # position terms, one column per distance 0 … n_dist−1, gathered into the (i, j) grid
-        if self.pos_enc == "rel":  # (b) + (d): (q_i + v)·W_R r_d
-            r_k = self.r_proj(r).view(n_dist, H, D).permute(1, 2, 0)  # (H, D, R)
-            q_v = q + bias_v[:, None, :].to(q.dtype) * self.scale  # (B, H, T, D)
-            pos = q_v @ r_k.to(q_v.dtype)  # (B, H, T, R)
-        elif self.pos_enc == "shaw":  # Shaw et al.: q_i·e_d + b_d
-            e = self.shaw.emb[:n_dist].permute(1, 2, 0).to(q.dtype)  # (H, D, R)
-            b = self.shaw.bias[:n_dist].t()[None, :, None, :].to(q.dtype)  # (1, H, 1, R)
-            pos = q @ e + b * self.scale  # (B, H, T, R)
+        # position terms (b) + (d), or Shaw's, on the (i, j) grid: (H·B, T, K), a strided view
+        pos = None
         if self.pos_enc in ("rel", "shaw"):
-            score = score + pos.gather(-1, rel_dist.expand(B, H, T, K))  # (B, H, T, K)
+            cols = torch.cat([rel_dist[-1, :1], rel_dist[-1]])  # (K+1,) see _rel_shift
+            q_bt = q.reshape(H, B * T, D)  # (H, B·T, D) the queries of all rows at once
+            if self.pos_enc == "rel":  # (q_i + v)·W_R r_d
+                r_k = self.r_proj(r)[cols].view(K + 1, H, D).permute(1, 2, 0)  # (H, D, K+1)
+                q_v = q_bt + bias_v[:, None, :].to(q.dtype) * self.scale  # (H, B·T, D)
+                grid = torch.bmm(q_v, r_k.to(q.dtype))  # (H, B·T, K+1)
+            else:  # Shaw et al.: q_i·e_d + b_d
+                e = self.shaw.emb[:n_dist][cols].permute(1, 2, 0).to(q.dtype)  # (H, D, K+1)
+                b = self.shaw.bias[:n_dist][cols].t()[:, None, :].to(q.dtype)  # (H, 1, K+1)
+                grid = torch.baddbmm(b * self.scale, q_bt, e)  # (H, B·T, K+1)
+            pos = _rel_shift(grid.view(H * B, T, K + 1))  # (H·B, T, K)
 
-        # Masked keys get the dtype's most negative finite value (not −inf): their probability
-        # underflows to exactly 0 wherever a row has a visible key, and a row with none softmaxes
-        # to a finite uniform row, whose output is then zeroed (forward and backward, no NaN).
-        score = torch.where(mask, score, torch.finfo(score.dtype).min)  # (B, H, T, K)
-        prob = F.softmax(score, dim=-1)  # (B, H, T, K)
-        prob = F.dropout(prob, self.dropatt, self.training)
-        out = prob.to(v.dtype) @ v  # (B, H, T, D)
-        out = out * mask.any(dim=-1, keepdim=True).to(out.dtype)  # (B, H, T, D) empty rows -> 0
-        out = out.transpose(1, 2).reshape(B, T, H * D)  # (B, T, H·D)
+        # the additive score terms: the position term (if any) and the mask bias
+        bias = mask.bias(q.dtype)  # (H·B, T, K) 0, or a finite value far below any score
+        bias = bias if pos is None else pos + bias  # (H·B, T, K)
+        dropatt = self.dropatt if self.training else 0.0
+        if torch.is_grad_enabled():
+            # softmax((q_i + u)·k_j + bias_ij) @ v, written out (a fused kernel would fall back to
+            # these same matmuls for a score term that needs a gradient, with extra passes)
+            kt = k.transpose(1, 2)  # (H·B, D, K)
+            if pos is None:
+                score = torch.baddbmm(bias, q_u, kt)  # (H·B, T, K)
+            else:  # bias is a fresh tensor here: accumulate onto it in place
+                score = bias.baddbmm_(q_u, kt)  # (H·B, T, K)
+            prob = F.dropout(F.softmax(score, dim=-1), dropatt, self.training)  # (H·B, T, K)
+            out = prob.to(v.dtype) @ v  # (H·B, T, D)
+        else:
+            # 4-d, as the fused CPU kernel takes them (3-d inputs fall back to the plain math)
+            out = F.scaled_dot_product_attention(
+                q_u.view(H, B, T, D),
+                k.view(H, B, K, D),
+                v.view(H, B, K, D),
+                attn_mask=bias.view(H, B, T, K),
+                dropout_p=dropatt,
+                scale=1.0,  # already applied
+            )  # (H, B, T, D)
+        out = out.view(H, B, T, D).permute(1, 2, 0, 3).reshape(B, T, H * D)  # (B, T, H·D)
+        # A row with no visible key softmaxed to a finite row (the bias is finite): its output is
+        # zeroed here, forward and backward, never NaN.
+        out = out * mask.has_key  # (B, T, H·D)
         out = self.drop(self.o_proj(out))  # (B, T, d)
 
         if self.pre_lnorm:
             return h + out
         return self.norm(h + out)
+
+
+def _rel_shift(grid: Tensor) -> Tensor:
+    """The reference's rel-shift as a view: (N, T, K+1) -> (N, T, K).
+
+    grid[n, i, c] holds the position term of query i at the distance the LAST query has to key
+    c − 1, i.e. K − c (clamped as the caller's index), for c = 1 … K; column 0 repeats column 1 and
+    is never visible. Query i is at distance M + i − j from key j: the last query's distance to key
+    j + T−1−i, column c = j + T − i. Reading each (T, K+1) block in rows of K starting at offset T
+    puts exactly that column at (i, j), since T + i·K + j = i·(K+1) + (j + T − i), for every
+    j ≤ M + i (c ≤ K). Past the causal boundary the read runs into row i+1: finite garbage, always
+    masked. Without a gather; the backward is one copy into zeros.
+    """
+    N, T, K1 = grid.shape
+    return grid.view(N, T * K1)[:, T:].view(N, T, K1 - 1)

@@ -12,6 +12,10 @@ at key index M + i. A key j is visible to query i iff all of:
 
 A query row may end up with no visible key (a padding query under reset). The attention gives such a
 row an all-zero output (see txl.attention), never NaN.
+
+The model builds the boolean mask once per forward and hands every layer a `ScoreMask`: the same mask
+as an additive score bias (adding is cheaper than a `torch.where` per layer, and it is what
+`scaled_dot_product_attention` takes) plus which query rows see any key at all.
 """
 
 from __future__ import annotations
@@ -50,3 +54,31 @@ def relative_distances(q_len: int, k_len: int, limit: int, device=None) -> Tenso
     q_pos = torch.arange(M, k_len, device=device)[:, None]  # (T, 1)
     k_pos = torch.arange(k_len, device=device)[None, :]  # (1, K)
     return (q_pos - k_pos).clamp(0, limit)  # (T, K)
+
+
+class ScoreMask:
+    """A boolean mask as the attention consumes it, built once per forward and shared by all layers.
+
+    bias(dtype): (n_head·B, T, K), heads first as the attention lays out its scores: 0 where
+        visible and half the dtype's most negative finite value where not. Not −inf: a row with
+        no visible key then softmaxes to a finite row instead of NaN, and its output is zeroed by
+        `has_key`. Half: a score added to it cannot overflow to −inf (in float16 the full minimum
+        would), while in any row with a visible key a masked key's probability still underflows
+        to exactly 0 — the same result as replacing the score. Built on first use per dtype
+        (under autocast the scores are bf16, whose minimum is not float32's).
+    has_key: (B, T, 1) bool, whether the query row sees any key.
+    """
+
+    def __init__(self, visible: Tensor, n_head: int):
+        """visible: (B, 1, T, K) bool, True = visible (as `attention_mask` returns it)."""
+        self.visible = visible[:, 0]  # (B, T, K)
+        self.n_head = n_head
+        self.has_key = self.visible.any(dim=-1, keepdim=True)  # (B, T, 1)
+        self._bias: dict[torch.dtype, Tensor] = {}
+
+    def bias(self, dtype: torch.dtype) -> Tensor:
+        if dtype not in self._bias:
+            bias = torch.zeros(self.visible.shape, dtype=dtype, device=self.visible.device)
+            bias.masked_fill_(~self.visible, torch.finfo(dtype).min / 2)  # (B, T, K)
+            self._bias[dtype] = bias.repeat(self.n_head, 1, 1)  # (H·B, T, K)
+        return self._bias[dtype]

@@ -47,7 +47,7 @@ from torch import Tensor, nn
 from txl.attention import RelMultiHeadAttention
 from txl.config import TXLConfig
 from txl.geometry import Geometry
-from txl.masking import attention_mask, relative_distances
+from txl.masking import ScoreMask, attention_mask, relative_distances
 from txl.memory import Memory
 from txl.positional import LearnedAbsolute, ShawRelative, SinusoidEncoding, window_positions
 
@@ -86,7 +86,7 @@ class Block(nn.Module):
         if config.pos_enc == "learned":
             self.pos_emb = LearnedAbsolute(config.table_len, config.d_model)
 
-    def forward(self, h: Tensor, mem: Tensor, mask: Tensor, **pos) -> Tensor:
+    def forward(self, h: Tensor, mem: Tensor, mask: ScoreMask, **pos) -> Tensor:
         return self.ff(self.attn(h, mem, mask, **pos))  # (B, T, d)
 
 
@@ -210,6 +210,7 @@ class TransformerXL(nn.Module):
             same_length_mem=mem_len if geometry.same_length else None,
             reset=geometry.reset,
         )  # (B, 1, T, K)
+        mask = ScoreMask(mask, cfg.n_head)  # as an additive score bias, built once for all layers
         # largest distance / position index: clamp_len, and the end of a learned table
         limit = K - 1
         if geometry.clamp_len is not None:
