@@ -83,8 +83,8 @@ def train(session: nox.Session) -> None:
 @nox.session
 def probes(session: nox.Session) -> None:
     """Run probes on the default model, results under results/: every registered probe with its
-    default parameters, or what the arguments say (`nox -s probes -- fact-swap --mem 640` runs
-    `probe run fact-swap --mem 640`)."""
+    default parameters and then `probe diagnose`, or what the arguments say
+    (`nox -s probes -- fact-swap --mem 640` runs `probe run fact-swap --mem 640`)."""
     _install(session)
     if session.posargs:
         session.run("probe", "run", *session.posargs)
@@ -94,3 +94,4 @@ def probes(session: nox.Session) -> None:
     listing = session.run("probe", "list", "--json", silent=True)
     for entry in json.loads(listing)["probes"]:
         session.run("probe", "run", entry["name"])
+    session.run("probe", "diagnose")  # the set side by side, one run directory

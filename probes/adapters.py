@@ -96,6 +96,28 @@ class _TXLBase:
         per_row = itemsize * (attn + states + logits)
         return max(1, min(256, budget_bytes // max(per_row, 1)))
 
+    @torch.inference_mode()
+    def score_window(self, tokens, doc_ids, positions, window: int, geometry) -> TokenScores:
+        """Truncated context (probes.loss_model, `score_window`): every scored token is predicted
+        from exactly the `window` tokens before it by a fresh forward without memory
+        (txl.evaluator.recompute_nll), whatever this adapter's own evaluator is."""
+        from txl.evaluator import recompute_nll
+
+        check_inputs(tokens, doc_ids, positions)
+        out = recompute_nll(
+            self.model,
+            np.ascontiguousarray(tokens, dtype=np.int64),
+            np.ascontiguousarray(doc_ids, dtype=np.int64),
+            int(window),
+            positions=positions,
+            clamp_len=geometry.clamp_len,
+            reset=geometry.reset,
+            device=self.device,
+            dtype=self.dtype,
+        )
+        nll = np.where(positions, out.nll, np.nan)
+        return TokenScores(nll, np.asarray(out.correct) & positions)
+
 
 class CachedTXL(_TXLBase):
     """Streaming evaluation with memory (see module docstring)."""

@@ -49,6 +49,8 @@ class RunContext:
     quick: bool = False
     progress: Progress | None = None
     run_dir: Any = None  # probes.results.RunDir, set before execute()
+    # The model group (LossModels, `model` first) of a probe with `model_group = True`; else [].
+    group: list = field(default_factory=list)
 
     def rng(self, *path: int | str):
         """A generator for this run's seed in the "probe" namespace, one stream per `path`
@@ -100,6 +102,8 @@ class Probe:
     default_n: ClassVar[int] = 32
     quick_n: ClassVar[int] = 8
     needs_language: ClassVar[bool] = True
+    # True: the probe compares a group of models (`--model` repeated; see runner.group_paths).
+    model_group: ClassVar[bool] = False
 
     def __init__(self, params: Any):
         self.params = params

@@ -22,6 +22,7 @@ import traceback
 import click
 
 from probes import __version__, registry
+from probes.diagnose_cli import diagnose_command
 from probes.synth_cli import synth as synth_group
 from probes.train_cli import train_command
 
@@ -222,9 +223,21 @@ def probe_command(spec: str) -> click.Command:
     except (registry.RegistryError, params_mod.ParamError) as e:
         raise click.UsageError(str(e)) from None
     own_names = [p.name for p in own]
+    common = common_options()
+    if getattr(cls, "model_group", False):  # --model repeated: the model group
+        i = next(i for i, o in enumerate(common) if o.name == "model")
+        common[i] = click.Option(
+            ["--model", "model"],
+            metavar="DIR",
+            multiple=True,
+            help="Checkpoint directory or shipped model name, repeated for the model group. "
+            "[default: the model (default: default) and its -mem0 sibling when there is one]",
+        )
 
     def callback(**kw):
         as_json, quiet = kw.pop("as_json"), kw.pop("quiet")
+        if isinstance(kw.get("model"), tuple):
+            kw["model"] = list(kw["model"]) or None
         probe_params = {k: kw.pop(k) for k in own_names if kw.get(k) is not None}
         for k in own_names:
             kw.pop(k, None)
@@ -238,7 +251,7 @@ def probe_command(spec: str) -> click.Command:
     )
     return click.Command(
         spec,
-        params=[*own, *common_options()],
+        params=[*own, *common],
         callback=callback,
         help=help_text,
         short_help=head,
@@ -330,6 +343,15 @@ def report_cmd(run_dirs: tuple[str, ...], as_json: bool) -> None:
         return
     from probes.report import print_side_by_side, print_summary
 
+    diagnosed = [s for s in summaries if s.get("command") == "diagnose"]
+    if diagnosed:  # `probe diagnose` run directories: their table, one after the other
+        from probes.diagnose import print_table
+
+        if len(diagnosed) != len(summaries):
+            raise InputError("give either probe runs or diagnose runs to compare, not both")
+        for s in diagnosed:
+            print_table(s)
+        return
     if len(summaries) == 1:
         print_summary(summaries[0])
     else:
@@ -370,6 +392,7 @@ cli.add_command(train_command)  # `probe train` (probes/train_cli.py)
 
 
 cli.add_command(synth_group)
+cli.add_command(diagnose_command)  # `probe diagnose` (probes/diagnose_cli.py)
 
 
 def main() -> None:

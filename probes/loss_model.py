@@ -8,12 +8,16 @@ Given token ids, doc ids (padding −1), the positions to score and an evaluatio
 evaluator costs a whole window per scored token. Adapters for Transformer-XL live in
 `probes.adapters`; a new kind of model (an external LM) needs only this protocol.
 
-Two optional capabilities, used when present:
+Optional capabilities, used when present:
 - `score_shared(tokens, doc_ids, positions, geometry, *, parent, shared)`: rows that share a prefix
   with another row (`tokens[r, :shared[r]] == tokens[parent[r], :shared[r]]`, parent −1 for none)
   may be computed once up to it and forked. Results must equal `score` on the same rows.
 - `horizon(geometry) -> probes.reach.Horizon`: what a scored token can see. Without it a
   Transformer-XL streaming evaluator with `info.n_layer` layers is assumed.
+- `score_window(tokens, doc_ids, positions, window, geometry)`: truncated context: every scored
+  token is predicted from exactly the `window` tokens before it (fewer at the row start and,
+  under `geometry.reset`, at its document's start), recomputed without memory. Context sweeps,
+  RECL and the speed comparison need it (`score_truncated` says so when a model lacks it).
 
 This module imports no torch.
 """
@@ -115,3 +119,22 @@ def score_rows(
     if fork is not None and parent is not None and shared is not None:
         return fork(tokens, doc_ids, positions, geometry, parent=parent, shared=shared)
     return model.score(tokens, doc_ids, positions, geometry)
+
+
+def score_truncated(
+    model: LossModel,
+    tokens: np.ndarray,
+    doc_ids: np.ndarray,
+    positions: np.ndarray,
+    window: int,
+    geometry: Any,
+) -> TokenScores:
+    """Score with exactly `window` tokens of visible history (the `score_window` capability)."""
+    check_inputs(tokens, doc_ids, positions)
+    fn = getattr(model, "score_window", None)
+    if fn is None:
+        raise ValueError(
+            f"model {model.info.id!r} cannot score a truncated context (no score_window); "
+            "use a Transformer-XL checkpoint or an adapter that has it"
+        )
+    return fn(tokens, doc_ids, positions, int(window), geometry)

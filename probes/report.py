@@ -65,6 +65,13 @@ COLUMNS: list[tuple[str, str, Callable[[dict], str]]] = [
     ("depth", "depth", lambda b: str(b.get("depth", "—"))),
     ("kind", "kind", lambda b: str(b.get("kind", "—"))),
     ("k", "k", lambda b: str(b.get("k", "—"))),
+    # identifying columns of the probes whose rows are not distance bins
+    ("tokens", "tokens", lambda b: str(b.get("tokens", "—"))),
+    ("positions", "positions", lambda b: str(b.get("positions", "—"))),
+    ("c", "c", lambda b: str(b.get("c", "—"))),
+    ("model", "model", lambda b: str(b.get("model", "—"))),
+    ("r", "r", lambda b: _num(b.get("r"), "{:g}")),
+    ("attn len", "attn_len", lambda b: str(b.get("attn_len", "—"))),
     ("n", "n", lambda b: str(b.get("n", "—"))),
     ("Δ mean", "delta_mean", lambda b: _num(b.get("delta_mean"))),
     ("95% CI", "ci95", lambda b: _ci(b.get("ci95"))),
@@ -76,7 +83,39 @@ COLUMNS: list[tuple[str, str, Callable[[dict], str]]] = [
     ("contrast shift", "contrast_shift", _contrast),
     ("reach", "reach", lambda b: str(b.get("reach") or "—")),
     ("window / reach", "direct_window", _window),
+    # value columns of fact-update, context-sweep, recl and speed
+    ("stale share", "stale_share", lambda b: _num(b.get("stale_share"), "{:.2f}")),
+    ("share w/o", "stale_share_without", lambda b: _num(b.get("stale_share_without"), "{:.2f}")),
+    ("answer NLL", "answer_nll", lambda b: _num(b.get("answer_nll"), "{:.3f}")),
+    ("answer CI", "answer_ci95", lambda b: _ci(b.get("answer_ci95"))),
+    ("ordinary NLL", "ordinary_nll", lambda b: _num(b.get("ordinary_nll"), "{:.3f}")),
+    ("ordinary CI", "ordinary_ci95", lambda b: _ci(b.get("ordinary_ci95"))),
+    ("stream answer", "stream_answer_nll", lambda b: _num(b.get("stream_answer_nll"), "{:.3f}")),
+    (
+        "stream ordinary",
+        "stream_ordinary_nll",
+        lambda b: _num(b.get("stream_ordinary_nll"), "{:.3f}"),
+    ),
+    ("answer acc", "answer_accuracy", lambda b: _num(b.get("answer_accuracy"), "{:.2f}")),
+    ("fact visible", "fact_visible", lambda b: _num(b.get("fact_visible"), "{:.2f}")),
+    ("RECL", "recl", lambda b: ("≥" if b.get("censored") else "") + str(b.get("recl", "—"))),
+    ("RECL 95% CI", "recl_ci95", lambda b: _span(b.get("recl_ci95"))),
+    (
+        "cached ms/tok",
+        "cached_ms_per_token",
+        lambda b: _num(b.get("cached_ms_per_token"), "{:.4f}"),
+    ),
+    (
+        "recompute ms/tok",
+        "recompute_ms_per_token",
+        lambda b: _num(b.get("recompute_ms_per_token"), "{:.4f}"),
+    ),
+    ("ratio", "ratio", lambda b: _num(b.get("ratio"), "{:.1f}×")),
 ]
+
+
+def _span(v) -> str:
+    return "—" if not v else f"[{v[0]}, {v[1]}]"
 
 
 def bins_table(summary: dict, title: str | None = None):

@@ -133,6 +133,40 @@ def resolve_model_path(model: str | os.PathLike | None) -> Path:
     )
 
 
+def sibling_path(path: Path) -> Path | None:
+    """The no-recurrence sibling of a checkpoint: the directory `<name>-mem0` beside it (the
+    shipped `default` has `default-mem0`), or None when there is none."""
+    candidate = Path(path).parent / f"{Path(path).name}-mem0"
+    return candidate if candidate.is_dir() else None
+
+
+def group_paths(cls: type, model: Any) -> list[Path]:
+    """The checkpoint directories of a run. A probe compares a group (`model_group = True`) of
+    the models given (`--model` repeated), or, when one or none is given, of that model (default:
+    the shipped one) and its no-recurrence sibling when it exists; every other probe takes one."""
+    if isinstance(model, list | tuple):
+        given = [m for m in model if m is not None]
+    else:
+        given = [] if model is None else [model]
+    if not getattr(cls, "model_group", False):
+        if len(given) > 1:
+            raise ProbeInputError(
+                f"probe {cls.name} takes one --model, got {len(given)}; give it once"
+            )
+        return [resolve_model_path(given[0] if given else None)]
+    paths = [resolve_model_path(m) for m in given] or [resolve_model_path(None)]
+    if len(paths) == 1:
+        sibling = sibling_path(paths[0])
+        if sibling is not None:
+            paths.append(sibling)
+    resolved = [p.resolve() for p in paths]
+    if len(set(resolved)) != len(resolved):
+        raise ProbeInputError(
+            f"probe {cls.name}: the model group names one checkpoint twice; give each once"
+        )
+    return paths
+
+
 def _int_option(name: str, value: Any, minimum: int | None) -> int | None:
     if value is None:
         return None
@@ -171,7 +205,7 @@ def _load_language(language: str | os.PathLike | None):
 def run(
     probe: str,
     *,
-    model: str | os.PathLike | None = None,
+    model: str | os.PathLike | list | tuple | None = None,
     mem: int | None = None,
     tgt_len: int | None = None,
     clamp_len: int | None = None,
@@ -219,7 +253,8 @@ def run(
         check_writable(Path(out))
     except RunDirError as e:
         raise ProbeInputError(str(e)) from None
-    model_path = resolve_model_path(model)
+    paths = group_paths(cls, model)
+    model_path = paths[0]
     if progress is None or isinstance(progress, bool):
         progress = Progress.auto(quiet=progress is False)
     progress.log(f"loading {model_path} …")
@@ -254,6 +289,21 @@ def run(
         )
     except ValueError as e:
         raise ProbeInputError(f"bad evaluation geometry: {e}") from None
+    group = []
+    if getattr(cls, "model_group", False):
+        group = [lm]
+        for p in paths[1:]:
+            progress.log(f"loading {p} (model group) …")
+            try:
+                other = adapters.load(p, evaluator=evaluator, device=dev, dtype=dtype)
+            except adapters.AdapterError as e:
+                raise ProbeInputError(str(e)) from None
+            if lang is not None:
+                try:
+                    lang.check_compatible(other.tokenizer, what=f"model {str(p)!r}")
+                except ValueError as e:
+                    raise ProbeInputError(f"--model {str(p)!r}: {e}") from None
+            group.append(other)
     from probes.loss_model import horizon as horizon_of
 
     hz = horizon_of(lm, geometry)
@@ -267,6 +317,7 @@ def run(
         seed=seed,
         quick=quick,
         progress=progress,
+        group=group,
     )
     instance = cls(params)
     try:
@@ -282,7 +333,7 @@ def run(
 
     # ---------------------------------------------------------------- the run
     options = {
-        "model": str(model_path),
+        "model": [str(p) for p in paths] if group else str(model_path),
         "mem": mem,
         "tgt_len": tgt_len,
         "clamp_len": clamp_len,
@@ -305,6 +356,8 @@ def run(
     record = run_record(
         cls, spec, params, options, lm, geometry, hz, lang, dev, n_threads, n_pairs, argv
     )
+    if group:
+        record["group"] = [m.info.to_dict() for m in group]
     run_dir.write_json("run.json", record)
     ctx.run_dir = run_dir
     progress.log(f"run directory {run_dir.path}")
@@ -417,6 +470,10 @@ def command_line(name: str, options: dict, params: dict) -> list[str]:
     """The `probe run` argv that repeats a run (what `probe rerun` executes)."""
     argv = ["probe", "run", name]
     for key in ("model", "mem", "tgt_len", "clamp_len", "n", "seed", "device", "evaluator"):
+        if key == "model" and isinstance(options.get(key), list):  # a model group
+            for m in options[key]:
+                argv += ["--model", str(m)]
+            continue
         if options.get(key) is not None:
             argv += ["--" + key.replace("_", "-"), str(options[key])]
     for key in ("dtype", "threads", "out", "language"):

@@ -1,0 +1,88 @@
+"""`probe diagnose`: the three effects of the cache side by side (probes/diagnose.py does the work).
+
+Imports nothing heavy at module level: `probe --help` stays instant."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+DIAGNOSE_PROBES = (
+    "boundary",
+    "fact-swap",
+    "topic-shift",
+    "cross-doc",
+    "fact-update",
+    "context-sweep",
+    "recl",
+)
+
+
+@click.command(
+    "diagnose", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
+@click.option(
+    "--model",
+    "model",
+    metavar="DIR",
+    multiple=True,
+    help="Checkpoint directory or shipped model name; repeat it to give the model group for "
+    "RECL (the first is the model diagnosed). [default: default, and its -mem0 sibling]",
+)
+@click.option("--mem", type=click.IntRange(min=0), metavar="N", help="Eval mem_len.")
+@click.option("--tgt-len", "tgt_len", type=click.IntRange(min=1), metavar="N")
+@click.option("--clamp-len", "clamp_len", type=click.IntRange(min=1), metavar="N")
+@click.option("--same-length/--no-same-length", "same_length", default=None)
+@click.option(
+    "--n", "n", type=click.IntRange(min=1), metavar="N", help="Pairs per group for every probe."
+)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, metavar="N")
+@click.option(
+    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(["float32", "float64", "bfloat16"]),
+    default="float32",
+    show_default=True,
+)
+@click.option("--threads", type=click.IntRange(min=1), metavar="N")
+@click.option("--language", metavar="FILE", help="Synth language JSON (or a checkpoint dir).")
+@click.option("--out", default="results", show_default=True, metavar="DIR")
+@click.option("--quick", is_flag=True, help="Every probe's quick n: a smoke run.")
+@click.option(
+    "--skip",
+    multiple=True,
+    type=click.Choice(DIAGNOSE_PROBES),
+    help="Leave a probe out (repeatable).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON document on stdout.")
+@click.option("--quiet", is_flag=True, help="No progress or logs on stderr.")
+def diagnose_command(as_json: bool, quiet: bool, model: tuple[str, ...], **kw) -> None:
+    """Boundary repair, retrieval, topic adaptation, stale state and effective context of one
+    model, in one table with 95% intervals; writes one run directory with every probe's run.
+
+    \b
+    Rows (probe → metric): boundary repair (boundary: nats/token at segment start), retrieval
+    within / beyond the horizon (fact-swap), topic adaptation (topic-shift), stale state
+    (cross-doc carry − reset; fact-update), effective context (context-sweep) and RECL (recl,
+    when a model group is given or the model has a -mem0 sibling).
+    """
+    from probes.base import ProbeInputError, Progress
+    from probes.cli import EXIT_CHECK, InputError
+    from probes.diagnose import diagnose, print_table
+
+    progress = Progress(enabled=not (quiet or as_json) and sys.stderr.isatty())
+    try:
+        summary = diagnose(model=list(model) or None, progress=progress, argv=list(sys.argv), **kw)
+    except ProbeInputError as e:
+        raise InputError(str(e)) from None
+    if as_json:
+        from probes.runner import print_json
+
+        print_json(summary)
+    else:
+        print_table(summary)
+    if not summary["passed"]:
+        click.get_current_context().exit(EXIT_CHECK)

@@ -1,0 +1,103 @@
+"""context-sweep: truncation shows a target exactly c tokens (a planted "copy" LossModel retrieves
+an answer only once its fact is within c), the streaming curve sees further, the effective context
+matches hand-computed values, and the truncated scorer is the recompute evaluator."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from probes import adapters
+from probes import params as pm
+from probes.base import RunContext
+from probes.cli import cli
+from probes.context_sweep import ContextSweep, effective_context
+from probes.loss_model import horizon
+from probes.planted import PlantedModel
+from probes.testing import tiny_checkpoint
+from synth.language import Language
+
+torch.set_num_threads(1)
+
+
+def test_truncation_retrieves_only_facts_within_c_and_streaming_sees_further():
+    m = PlantedModel(tgt_len=16, mem_len=16, sigma=0.2, copy=3.0)
+    g = m.default_geometry()
+    ctx = RunContext(m, g, horizon(m, g), Language.default(), n=4, seed=0)
+    p = ContextSweep(pm.build(ContextSweep.Params, {"contexts": "2,8,32,64,128"}))
+    p.plan(ctx)
+    out = p.execute(ctx)
+    dists = np.concatenate([t.distance for t in p.texts])
+    assert dists.min() > 8 and dists.max() < 128
+    acc = {b["c"]: b["answer_accuracy"] for b in out.bins}
+    vis = {b["c"]: b["fact_visible"] for b in out.bins}
+    assert acc[2] == acc[8] == 0.0 and acc[128] == 1.0  # no fact within 8; all within 128
+    assert all(acc[c] <= vis[c] for c in acc)  # nothing is retrieved that is not visible
+    nll = [b["answer_nll"] for b in out.bins]
+    assert nll[-1] < nll[1] - 2.0  # the copy effect, once every fact is in view
+    # streaming with memory 32 (2 layers, tgt 16) already reaches facts truncation at 32 cannot
+    b32 = next(b for b in out.bins if b["c"] == 32)
+    assert b32["stream_answer_nll"] < b32["answer_nll"]
+    assert out.metrics["effective_context"]["answer"]["c"] == 128
+    for name in out.metrics:
+        assert name in out.metric_docs, name
+
+
+def test_effective_context_hand_values():
+    contexts = [4, 16, 64]
+    # mean NLL 3.0, 2.02, 2.0: the gap at 16 is 1 − e^(2.0 − 2.02) = 1.98 % > 1 % → 64
+    means = np.array([[3.0, 3.0], [2.01, 2.03], [2.0, 2.0]])
+    assert effective_context(means, contexts) == 64
+    # 3.0, 2.005, 2.0: 1 − e^(−0.005) = 0.499 % < 1 % → 16
+    means[1] = [2.0, 2.01]
+    assert effective_context(means, contexts) == 16
+    assert effective_context(np.array([[1.0], [1.0], [1.0]]), contexts) == 4
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return tiny_checkpoint(tmp_path_factory.mktemp("m") / "tiny", mem_len=16, tgt_len=16)
+
+
+def test_truncated_scorer_is_the_recompute_evaluator(model):
+    cached = adapters.load(model)
+    recompute = adapters.load(model, evaluator="recompute")
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(2, 300, size=(2, 70))
+    docs = np.zeros_like(tokens)
+    pos = np.zeros(tokens.shape, dtype=bool)
+    pos[:, 40:] = True
+    g = cached.geometry(mem_len=12, tgt_len=8)  # recompute window = 12 + 8
+    a = cached.score_window(tokens, docs, pos, 20, g)
+    b = recompute.score(tokens, docs, pos, g)
+    np.testing.assert_array_equal(a.nll, b.nll)
+    np.testing.assert_array_equal(a.correct, b.correct)
+
+
+def test_cli_json_and_plot(model, tmp_path):
+    r = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "context-sweep",
+            "--model",
+            str(model),
+            "--out",
+            str(tmp_path),
+            "--quick",
+            "--contexts",
+            "1,4,16,32",
+            "--json",
+        ],
+        catch_exceptions=False,
+    )
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [b["c"] for b in doc["bins"]] == [1, 4, 16, 32]
+    assert {"answer_nll", "ordinary_nll", "stream_answer_nll", "answer_ci95"} <= set(doc["bins"][0])
+    assert set(doc["metrics"]["effective_context"]) == {"answer", "ordinary", "all"}
+    for name in doc["metrics"]:
+        assert name in doc["metric_docs"], name
+    assert doc["plots"] == ["context_sweep.png"]
