@@ -55,7 +55,8 @@ def distract(
     lo = base.facts[q.fact].span.end if q.fact >= 0 else base.doc_span(doc).start + 1
     kinds = [kind if kind != "mixed" else rnd.choice(rng, KINDS) for _ in range(k)]
     stated: list[tuple[int, int, tuple[int, ...]]] = []
-    used_tokens: set[int] = set()
+    used_tokens: set[int] = set()  # every distractor value so far: fresh values avoid them all
+    fresh_tokens: set[int] = set()  # non-near-miss values: near misses may repeat each other
     used_entities: set[int] = set()
     for kd in kinds:
         if kd == "same_entity":
@@ -65,7 +66,9 @@ def distract(
             e, a = fresh_entity(lang, rng, base, used_entities), attribute
             used_entities.add(e)
         if kd == "near_miss":
-            blocked = _other_answers(base, query) | used_tokens
+            # Near misses share the answer's tokens by design and may repeat one another (a one-token
+            # answer often has a single near miss), so only the other kinds' values block them.
+            blocked = _other_answers(base, query) | fresh_tokens
             near = [v for v in lang.near_misses(answer) if not blocked.intersection(v)]
             if not near:
                 raise ValueError(
@@ -74,6 +77,7 @@ def distract(
             v = rnd.choice(rng, near)
         else:
             v = fresh_value(lang, rng, base, None, exclude=used_tokens)
+            fresh_tokens.update(v)
         used_tokens.update(v)
         stated.append((e, a, v))
     blocks = [lang.fact_tokens(e, a, v) for e, a, v in stated]
