@@ -27,8 +27,8 @@ g_i(c) for r = the smallest of the set, with the 1 % threshold.
 
 Default n = 8 texts, each with about 22 targets (its answer tokens and `--ordinary` 16 filler
 tokens, evenly spaced over its last `--window` tokens): RECL needs every model at every c for
-every target (one window of c tokens each), the costliest probe — about 3–4 minutes for the
-default group at --mem 640 on 2 CPU cores, seconds on a GPU; the bootstrap interval says how far
+every target (one window of c tokens each), the costliest probe — about 2 minutes for the
+default-shaped group at --mem 640 on 2 CPU cores; the bootstrap interval says how far
 these ~180 targets pin the value. --quick: 4 texts.
 """
 
