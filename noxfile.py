@@ -64,20 +64,37 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def train(session: nox.Session) -> None:
-    """Train the default model: `probe train --preset tiny` on 2 CPU threads, seeded, into
-    runs/train/tiny (resumable: `nox -s train -- --resume`; other options pass through)."""
+    """Retrain the shipped models: `probe train --preset tiny` and its no-recurrence sibling
+    `--preset tiny-mem0`, seeded, one CPU thread each (the thread count is part of what makes a
+    run bitwise repeatable), into runs/train/, then copy their final models over
+    probes/models/default and probes/models/default-mem0. Arguments pass through to both
+    (`nox -s train -- --resume`)."""
+    import shutil
+    from pathlib import Path
+
     _install(session)
-    session.run(
-        "probe",
-        "train",
-        "--preset",
-        "tiny",
-        "--out",
-        "runs/train/tiny",
-        "--threads",
-        "2",
-        *session.posargs,
-    )
+    for preset, shipped in (("tiny", "default"), ("tiny-mem0", "default-mem0")):
+        out = Path("runs/train") / preset
+        session.run(
+            "probe",
+            "train",
+            "--preset",
+            preset,
+            "--out",
+            str(out),
+            "--threads",
+            "1",
+            *session.posargs,
+        )
+        model, target = out / "model", Path("probes/models") / shipped
+        if not (model / "model.safetensors").is_file():
+            session.error(f"{model} holds no finished model; nothing shipped")
+        staged = target.with_name(f".{shipped}.new")
+        shutil.rmtree(staged, ignore_errors=True)
+        shutil.copytree(model, staged)  # copy beside the target, then swap: never half a model
+        shutil.rmtree(target, ignore_errors=True)
+        staged.rename(target)
+        session.log(f"shipped {model} as {target}")
 
 
 @nox.session
