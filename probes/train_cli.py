@@ -156,6 +156,7 @@ def _train(
     import torch  # noqa: F401  (heavy imports only once the input is known to be good)
 
     from txl.distributed import context_from_env
+    from txl.io import json_safe
     from txl.train import (
         NonFiniteLossError,
         RunDirError,
@@ -221,7 +222,7 @@ def _train(
             "eval": result.eval,
         }
         if as_json:
-            click.echo(json.dumps(summary, sort_keys=True))
+            click.echo(json.dumps(json_safe(summary), sort_keys=True, allow_nan=False))
         else:
             _print_summary(summary)
     return 0

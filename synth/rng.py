@@ -76,10 +76,6 @@ def choice(rng: np.random.Generator, items: Sequence[Any] | np.ndarray) -> Any:
     return items[randint(rng, len(items))]
 
 
-def bernoulli(rng: np.random.Generator, p: float) -> bool:
-    return bool(rng.random() < p)
-
-
 def cumulative(weights: Sequence[float]) -> list[float]:
     """Running sums of `weights`, for `categorical`."""
     out, total = [], 0.0

@@ -384,3 +384,14 @@ def test_garbage_train_state_is_refused(saved: Path) -> None:
 def test_bad_rng_json_is_refused(saved: Path) -> None:
     (saved / "rng.json").write_text("{")
     assert_one_line_error(saved, "rng.json is not valid JSON")
+
+
+def test_atomic_write_that_fails_keeps_the_old_file_and_leaves_no_temp(tmp_path: Path) -> None:
+    from txl.io import atomic_write_text
+
+    target = tmp_path / "run.json"
+    atomic_write_text(target, "old\n")
+    with pytest.raises(UnicodeEncodeError):
+        atomic_write_text(target, "half \ud800")  # a lone surrogate cannot be written as UTF-8
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]

@@ -131,3 +131,24 @@ def test_resume_replays_the_synth_stream_exactly(tmp_path):
     assert result.exit_code == 0, result.output
     assert train_losses(out) == before
     assert invoke("--resume", "--out", str(out), "--quiet", "--set", "lr=1").exit_code == 2
+
+
+def test_json_summary_of_a_diverged_eval_is_strict_json_with_null(tmp_path, monkeypatch):
+    import txl.train
+    from txl.train import TrainResult
+
+    def fake_train(config, stream, *, out_dir, **kwargs):
+        nan = float("nan")
+        return TrainResult(
+            out_dir, 3, nan, out_dir / "model", None, 1.0, None, {"nll": nan, "acc": 0.5}, None
+        )
+
+    monkeypatch.setattr(txl.train, "train", fake_train)
+    result = invoke("--steps", "3", "--out", str(tmp_path / "r"), "--json", *SMALL)
+    assert result.exit_code == 0, result.output
+
+    def refuse(name):
+        raise ValueError(f"invalid JSON constant {name}")
+
+    summary = json.loads(result.stdout, parse_constant=refuse)
+    assert summary["loss"] is None and summary["eval"] == {"nll": None, "acc": 0.5}

@@ -9,6 +9,7 @@ from train_worker import VOCAB, ToyStream, tiny_config
 
 from txl.checkpoint import load_checkpoint
 from txl.train import (
+    MetricsLog,
     NonFiniteLossError,
     RunDirError,
     latest_checkpoint,
@@ -178,6 +179,40 @@ def test_non_finite_loss_stops_naming_the_step_and_keeps_the_last_checkpoint(tmp
     assert [r["step"] for r in records(out)] == [1, 2]
     ckpt = load_checkpoint(latest_checkpoint(out))
     assert all(torch.isfinite(p).all() for p in ckpt.model.parameters())
+
+
+def strict_json(text):
+    """json.loads that refuses NaN / Infinity, as every non-Python JSON parser does."""
+
+    def refuse(name):
+        raise ValueError(f"invalid JSON constant {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_non_finite_metrics_are_written_as_null_and_every_file_parses_strictly(tmp_path):
+    out = tmp_path / "r"
+    nan = float("nan")
+    run(out, steps=2, eval_every=1, eval_fn=lambda model, step: {"nll": nan, "acc": [np.inf, 0.5]})
+    lines = [strict_json(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in lines if r["kind"] == "eval"]
+    assert [(r["step"], r["nll"], r["acc"]) for r in evals] == [
+        (1, None, [None, 0.5]),
+        (2, None, [None, 0.5]),
+    ]
+    assert strict_json((out / "run.json").read_text())["kind"] == "train"
+
+
+def test_truncating_metrics_rewrites_an_old_nan_line_as_null(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(
+        '{"kind": "train", "loss": NaN, "step": 1}\n{"kind": "train", "loss": 2.0, "step": 2}\n'
+    )
+    MetricsLog(path).truncate_after(1)
+    assert [strict_json(x) for x in path.read_text().splitlines()] == [
+        {"kind": "train", "loss": None, "step": 1}
+    ]
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.jsonl"]  # no temp file left
 
 
 def test_stream_of_the_wrong_shape_is_refused(tmp_path):

@@ -40,6 +40,7 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save_file
 
 from txl.config import TXLConfig
+from txl.io import atomic_write_text
 from txl.model import TransformerXL
 
 SCHEMA_VERSION = 1
@@ -111,13 +112,6 @@ def _json_text(obj: Any, what: str) -> str:
         ) from e
 
 
-def _write_text(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def _fsync_file(path: Path) -> None:
     with open(path, "rb") as f:
         os.fsync(f.fileno())
@@ -153,17 +147,19 @@ def _write_checkpoint_files(
         "model": model.config.to_dict(),
         "training": training,
     }
-    _write_text(tmp / CONFIG_FILE, _json_text(config, "config.json (model config + training)"))
-    _write_text(tmp / TOKENIZER_FILE, _json_text(tokenizer, "tokenizer"))
+    atomic_write_text(
+        tmp / CONFIG_FILE, _json_text(config, "config.json (model config + training)")
+    )
+    atomic_write_text(tmp / TOKENIZER_FILE, _json_text(tokenizer, "tokenizer"))
     save_file(_stored_tensors(model), str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
     _fsync_file(tmp / WEIGHTS_FILE)
     if train_state is not None:
         torch.save(train_state, tmp / TRAIN_STATE_FILE)
         _fsync_file(tmp / TRAIN_STATE_FILE)
     if rng is not None:
-        _write_text(tmp / RNG_FILE, _json_text(rng, "rng"))
+        atomic_write_text(tmp / RNG_FILE, _json_text(rng, "rng"))
     for name, text in extra_files.items():
-        _write_text(tmp / name, text)
+        atomic_write_text(tmp / name, text)
     _fsync_dir(tmp)
 
 

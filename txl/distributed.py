@@ -85,15 +85,6 @@ def gather_objects(obj: Any) -> list[Any]:
     return out
 
 
-def broadcast_object(obj: Any) -> Any:
-    """Rank 0's `obj` on every rank."""
-    if not active():
-        return obj
-    box = [obj]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
 def barrier() -> None:
     if active():
         dist.barrier()

@@ -40,7 +40,6 @@ import base64
 import contextlib
 import json
 import math
-import os
 import random
 import re
 import shutil
@@ -59,6 +58,7 @@ from torch import nn
 
 from txl import distributed
 from txl.distributed import DistContext
+from txl.io import atomic_write_text, json_safe
 from txl.memory import Memory
 from txl.schedule import WarmupCosine
 from txl.train_config import RUNTIME_KEYS, ConfigError, TrainConfig, differences
@@ -168,30 +168,6 @@ def check_run_dir(out_dir: str | Path, resume: bool) -> Path | None:
     return ckpt
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _json_safe(obj: Any) -> Any:
-    """Non-finite floats become None (JSON has no NaN); numpy scalars become Python numbers."""
-    if isinstance(obj, Mapping):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, np.ndarray):
-        return _json_safe(obj.tolist())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
 class MetricsLog:
     """metrics.jsonl: one JSON object per line, appended and flushed as the run goes."""
 
@@ -199,7 +175,7 @@ class MetricsLog:
         self.path = path
 
     def append(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps(_json_safe(record), sort_keys=True, allow_nan=False)
+        line = json.dumps(json_safe(record), sort_keys=True, allow_nan=False)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
@@ -215,7 +191,8 @@ class MetricsLog:
     def truncate_after(self, step: int) -> None:
         """Keep only the records of steps <= `step` (before replaying the steps after it)."""
         keep = [r for r in self.records() if int(r.get("step", 0)) <= step]
-        _atomic_write(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in keep))
+        lines = (json.dumps(json_safe(r), sort_keys=True, allow_nan=False) + "\n" for r in keep)
+        atomic_write_text(self.path, "".join(lines))
 
     def text(self) -> str:
         return self.path.read_text(encoding="utf-8") if self.path.exists() else ""
@@ -822,7 +799,8 @@ def train(
             }
         )
         info["starts"].append(entry)
-        _atomic_write(out / RUN_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
+        text = json.dumps(json_safe(info), indent=2, sort_keys=True, allow_nan=False)
+        atomic_write_text(out / RUN_FILE, text + "\n")
     distributed.barrier()
     if run.step >= config.steps:
         say(f"{out} is already trained to step {run.step}")
