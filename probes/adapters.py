@@ -10,14 +10,18 @@
   tokens before it and no memory (the paper's evaluation of its no-recurrence models). Direct
   window = layered reach = that window.
 
-Both run in float32 unless told otherwise; the dtype is recorded.
+Both run in float32 unless told otherwise; the dtype is recorded. An adapter can wrap a model in
+training (`probes.recall_eval` does): it never copies or converts the model (it evaluates on the
+device and in the dtype of the model's parameters unless told otherwise) and leaves the model's
+training flag as it found it (`txl.evaluator` switches to eval mode for a call and back).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -60,30 +64,34 @@ def default_threads() -> int:
     return max(1, cores - busy)
 
 
-def set_threads(threads: int | None) -> int:
-    """Use `threads` torch threads, or `default_threads()`; returns the count in use."""
-    torch.set_num_threads(threads or default_threads())
-    return torch.get_num_threads()
+@contextmanager
+def threads(n: int | None) -> Iterator[int]:
+    """Use `n` torch threads (None: `default_threads()`) inside the block and restore the
+    process's previous count after it (torch's thread count is process-wide: a library call of
+    `probes.run` must not leave it changed). Yields the count in use."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n or default_threads())
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
 
 
 class _TXLBase:
-    def __init__(self, model, info: ModelInfo, tokenizer: dict, device: str, dtype: str):
-        self.model = model.eval()
+    def __init__(self, model, info: ModelInfo, tokenizer: dict | None, dtype: str = "float32"):
+        """`model` is used as it is (no copy); scoring runs on its parameters' device."""
+        self.model = model
         self.info = info
         self.tokenizer = tokenizer
-        self.device = device
+        # the parameters' own device (torch.device("cuda:0"), not "cuda"): txl.evaluator copies
+        # a model whose device differs from the one asked for
+        self.device = next(model.parameters()).device
         self.dtype_name = dtype
         self.dtype = DTYPES[dtype]
         self.config = model.config
 
     def default_geometry(self) -> Geometry:
         return Geometry.for_model(self.config)
-
-    def geometry(self, **overrides: Any) -> Geometry:
-        """The default geometry with the given fields replaced (None = keep the default)."""
-        return Geometry.for_model(
-            self.config, **{k: v for k, v in overrides.items() if v is not None}
-        )
 
     def max_rows(self, geometry: Geometry, budget_bytes: int = 400 * 2**20) -> int:
         """Rows per forward that keep activations and memory within `budget_bytes`."""
@@ -209,8 +217,7 @@ def fork_plan(positions, parent, shared, T: int, N: int):
             continue
         if p == r:
             raise ValueError(f"row {r} is its own parent")
-        b = ((int(shared[r]) - 1) // T) * T if shared[r] > 0 else 0
-        b = max(0, min(b, int(end[r])))
+        b = _fork_point(shared[r], T, end[r])
         # fork from the nearest ancestor already running at b (one born at b shares the same
         # tokens up to b with its own parent, so its parent's state serves as well)
         seen = {r}
@@ -218,9 +225,8 @@ def fork_plan(positions, parent, shared, T: int, N: int):
             if p in seen:
                 raise ValueError("row parents form a cycle")
             seen.add(p)
-            pb = _birth_of(p, parent, shared, T, end)
-            if pb < b:
-                break
+            if parent[p] < 0 or _fork_point(shared[p], T, end[p]) < b:
+                break  # p is a root (runs from 0) or forks before b: it is running at b
             p = int(parent[p])
         if b == 0 or p < 0:
             continue  # computed from the start: no sharing possible
@@ -233,11 +239,10 @@ def fork_plan(positions, parent, shared, T: int, N: int):
     return birth, end, eff
 
 
-def _birth_of(r, parent, shared, T, end) -> int:
-    if parent[r] < 0:
-        return 0
-    b = ((int(shared[r]) - 1) // T) * T if shared[r] > 0 else 0
-    return max(0, min(b, int(end[r])))
+def _fork_point(shared: int, T: int, end: int) -> int:
+    """The last segment boundary b with b + 1 <= shared, capped at `end` (0: no sharing)."""
+    b = ((int(shared) - 1) // T) * T if shared > 0 else 0
+    return max(0, min(b, int(end)))
 
 
 class RecomputeTXL(_TXLBase):
@@ -249,24 +254,8 @@ class RecomputeTXL(_TXLBase):
     def horizon(self, geometry: Geometry) -> Horizon:
         return Horizon.of(geometry, self.config.n_layer, window=self.window(geometry))
 
-    @torch.inference_mode()
     def score(self, tokens, doc_ids, positions, geometry) -> TokenScores:
-        from txl.evaluator import recompute_nll
-
-        check_inputs(tokens, doc_ids, positions)
-        out = recompute_nll(
-            self.model,
-            np.ascontiguousarray(tokens, dtype=np.int64),
-            np.ascontiguousarray(doc_ids, dtype=np.int64),
-            self.window(geometry),
-            positions=positions,
-            clamp_len=geometry.clamp_len,
-            reset=geometry.reset,
-            device=self.device,
-            dtype=self.dtype,
-        )
-        nll = np.where(positions, out.nll, np.nan)
-        return TokenScores(nll, np.asarray(out.correct) & positions)
+        return self.score_window(tokens, doc_ids, positions, self.window(geometry), geometry)
 
 
 EVALUATORS = {"cached": CachedTXL, "recompute": RecomputeTXL}
@@ -295,20 +284,53 @@ def load(
         ckpt = load_checkpoint(p, device=device)
     except CheckpointError as e:
         raise AdapterError(f"--model {str(path)!r}: {e}") from None
-    model = ckpt.model.to(device=device, dtype=DTYPES[dtype])
-    config = ckpt.config
+    model = ckpt.model.to(device=device, dtype=DTYPES[dtype]).eval()
     resolved = Path(ckpt.path).resolve()
-    info = ModelInfo(
-        id=model_id or f"{resolved.name}-{ckpt.sha256[:8]}",
+    return wrap(
+        model,
+        evaluator=evaluator,
+        dtype=dtype,
+        tokenizer=ckpt.tokenizer,
+        model_id=model_id or f"{resolved.name}-{ckpt.sha256[:8]}",
         path=str(resolved),
         sha256=ckpt.sha256,
+        extra={"training": ckpt.training} if ckpt.training else {},
+    )
+
+
+def wrap(
+    model,
+    *,
+    evaluator: str = "cached",
+    dtype: str = "float32",
+    tokenizer: dict | None = None,
+    model_id: str = "in-memory",
+    path: str = "<in memory>",
+    sha256: str = "",
+    extra: dict | None = None,
+) -> _TXLBase:
+    """A LossModel around a TransformerXL object as it is (say, one in training): scored on its
+    parameters' device. A model already in `dtype` is used without a copy; otherwise one
+    converted copy is made here, once (never one per call). The model's training flag is left
+    as it is found."""
+    param = next(model.parameters())
+    if param.dtype != DTYPES[dtype]:
+        import copy
+
+        model = copy.deepcopy(model).to(dtype=DTYPES[dtype])
+    config = model.config
+    info = ModelInfo(
+        id=model_id,
+        path=path,
+        sha256=sha256,
         config=config.to_dict(),
         n_layer=config.n_layer,
         train_tgt_len=config.tgt_len,
         train_mem_len=config.mem_len,
+        vocab_size=config.vocab_size,
         evaluator=evaluator,
         dtype=dtype,
-        device=device,
-        extra={"training": ckpt.training} if ckpt.training else {},
+        device=param.device.type,
+        extra=extra or {},
     )
-    return EVALUATORS[evaluator](model, info, ckpt.tokenizer, device, dtype)
+    return EVALUATORS[evaluator](model, info, tokenizer, dtype)

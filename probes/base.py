@@ -38,6 +38,16 @@ class ProbeInputError(ValueError):
     """Bad input found while planning a run (exit 2); the message is one line."""
 
 
+class ProbeNotApplicable(ProbeInputError):
+    """The evaluation geometry cannot host the probe at all (RECL needs two contexts, and mem 0
+    leaves one). Bad input for `probe run`; `probe diagnose` leaves the probe out and gives
+    `reason` (what about the geometry, without the fix that only `probe run` options offer)."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
 @dataclass
 class RunContext:
     model: Any  # a probes.loss_model.LossModel
@@ -86,7 +96,6 @@ class Outcome:
     n_pairs: int = 0
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     plots: list[Callable[[Path], str]] = field(default_factory=list)  # run dir → file name
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -104,6 +113,9 @@ class Probe:
     needs_language: ClassVar[bool] = True
     # True: the probe compares a group of models (`--model` repeated; see runner.group_paths).
     model_group: ClassVar[bool] = False
+    # True: the probe runs every cache policy itself (reset and carry on the same tokens), so a
+    # run's --reset/--carry would mean nothing; the runner refuses it (exit 2).
+    runs_every_policy: ClassVar[bool] = False
 
     def __init__(self, params: Any):
         self.params = params

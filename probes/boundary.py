@@ -47,10 +47,10 @@ import numpy as np
 
 from probes import stats
 from probes.base import Outcome, Probe, RunContext
+from probes.loss_model import tolerance
 from probes.params import param
 from probes.registry import probe
 
-TOLERANCE = {"float64": 1e-9, "float32": 1e-4, "bfloat16": 5e-2}
 CHECK_TOKENS = 8  # first-segment targets scored for the first_segment_equal check
 KINDS = ("nomem-mem", "doc-mem")
 REGIONS = ("first", "rest", "first−rest")
@@ -85,7 +85,7 @@ class Boundary(Probe):
         self.texts = [make_local_example(ctx.lang, rng, self.length) for _ in range(ctx.n)]
 
     def execute(self, ctx: RunContext) -> Outcome:
-        from probes.loss_model import score_rows
+        from probes.loss_model import max_rows, score_rows
         from probes.paired import Rows
 
         T = ctx.geometry.tgt_len
@@ -94,8 +94,7 @@ class Boundary(Probe):
         seg_starts = [(self.warm + s) * T for s in range(S)]
         check = np.arange(1, min(T, CHECK_TOKENS) + 1)
         scored = np.concatenate([k + 1 + np.arange(T) for k in seg_starts])
-        max_rows = ctx.model.max_rows(ctx.geometry) if hasattr(ctx.model, "max_rows") else 64
-        per_batch = max(1, max_rows // (S + 1))
+        per_batch = max(1, max_rows(ctx.model, ctx.geometry) // (S + 1))
         records, curves = [], []
         if ctx.progress is not None:
             ctx.progress.start(len(self.texts), f"{self.name}: scoring texts")
@@ -203,7 +202,7 @@ class Boundary(Probe):
             "warm_segments": self.warm,
             "by_position": by_position,
         }
-        tol = TOLERANCE.get(getattr(ctx.model.info, "dtype", "float32"), 1e-4)
+        tol = tolerance(ctx.model)
         worst = max((r["check_max_abs"] for r in records), default=0.0)
         checks = {
             "first_segment_equal": {

@@ -35,6 +35,11 @@ class InputError(click.ClickException):
     exit_code = EXIT_USAGE
 
 
+# click >= 8.2 raises this (a UsageError whose message is the whole help) for a group called
+# without a command; older click prints the help and exits 0 by itself.
+NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -46,6 +51,9 @@ class ProbeCLI(click.Group):
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else EXIT_OK
+        except NO_ARGS_IS_HELP as e:  # bare `probe`, `probe run`, `probe synth`: the help itself
+            e.show()
+            code = e.exit_code
         except click.UsageError as e:
             where = e.ctx.command_path if e.ctx is not None else "probe"
             click.echo(f"error: {_one_line(e.format_message())} (see '{where} --help')", err=True)

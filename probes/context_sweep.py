@@ -18,6 +18,11 @@ the sweep whose perplexity is within 1 % of the perplexity at the largest c,
 (e^{L(c)} − e^{L(max)}) / e^{L(c)} < 0.01, L = the mean over texts of the text means; with a 95 %
 percentile interval from 1,000 bootstrap resamples of the texts (seeded by --seed). A value at the
 largest c means the loss still falls at the end of the sweep (the true value may be larger).
+Percentile, not t or BCa: the effective context is the first c of the sweep that crosses a
+threshold, a step function of the texts that takes only the sweep's few values — no mean for a t
+interval, and BCa's bias correction and acceleration are ill-defined when most resamples tie at
+the estimate. The interval is descriptive, at the grid's resolution (no verdict is drawn from
+it); with few texts it can under-cover, so read its width as a lower bound on the uncertainty.
 
 Default n = 16 texts, each scored on its answer tokens (about 6) and `--ordinary` 16 filler
 tokens evenly spaced over its last `--window` tokens; the cost is one window of c tokens per
@@ -220,7 +225,7 @@ class ContextSweep(Probe):
         return outcome
 
     def _plot(self, ctx, bins):
-        from probes.curves import line_plot
+        from probes.plots import line_plot
 
         xs = [b["c"] for b in bins]
         series = {}

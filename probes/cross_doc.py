@@ -30,8 +30,8 @@ The run's own checks (a failure makes `probe run` exit 1):
 
 Bins: distance (A's fact → the boundary) × kind × tokens; Holm runs across the distance bins of
 one (kind, tokens) family. Each bin's reach label is that of the distance from A's fact to the
-scored tokens under the carry geometry (under reset A is never visible). The run's --reset/--carry
-is ignored: every policy is run.
+scored tokens under the carry geometry (under reset A is never visible). Every policy is run on
+the same tokens, so --reset/--carry is refused (exit 2); `metrics.policies` names what ran.
 
 Default n = 24 pairs per bin: with the 3–4 auto bins per family the rule detects (80 % power)
 0.70–0.73 sd of the per-pair deltas (`mdd80` reports it in nats); stale state worth reporting moves
@@ -47,16 +47,17 @@ import numpy as np
 
 from probes import stats
 from probes.base import Outcome, Probe, ProbeInputError, RunContext
+from probes.loss_model import tolerance
 from probes.params import param
 from probes.reach import REACH_LABELS, auto_bins, check_ranges, classify, label_bin, parse_ranges
 from probes.registry import probe
 
 KINDS = ("carry-reset", "foreign-reset", "conflict")
+POLICIES = ("reset", "carry", "foreign")  # every one runs, whatever the geometry's own policy
 FAMILIES = (
     *(("answer", k) for k in (*KINDS, "pull")),
     *(("first", k) for k in KINDS),
 )
-TOLERANCE = {"float64": 1e-9, "float32": 1e-4, "bfloat16": 5e-2}
 B_LEAD = 8  # filler tokens between B's <eod> and its fact (at least --first)
 
 DISTANCE_HELP = (
@@ -89,6 +90,7 @@ class CrossDoc(Probe):
 
     default_n = 24
     quick_n = 6
+    runs_every_policy = True
 
     # ------------------------------------------------------------------ plan
 
@@ -146,12 +148,11 @@ class CrossDoc(Probe):
     # ------------------------------------------------------------------ score
 
     def execute(self, ctx: RunContext) -> Outcome:
-        from probes.loss_model import score_rows
+        from probes.loss_model import max_rows, score_rows
         from probes.paired import Rows
 
         model = ctx.model
-        max_rows = model.max_rows(ctx.geometry) if hasattr(model, "max_rows") else 64
-        per_batch = max(1, max_rows // 4)
+        per_batch = max(1, max_rows(model, ctx.geometry) // 4)
         order = sorted(range(len(self.pairs)), key=lambda i: len(self.pairs[i]["conf"]))
         records: list[dict | None] = [None] * len(self.pairs)
         toks: list[dict | None] = [None] * len(self.pairs)
@@ -295,7 +296,7 @@ class CrossDoc(Probe):
                 b["distance_mean"] = float(np.mean([r["distance"] for r in grp])) if grp else None
                 b.update(lab or {"reach": None, "within_horizon": None})
                 if tokens == "answer":
-                    for pol in ("reset", "carry", "foreign"):
+                    for pol in POLICIES:
                         acc = stats.accuracy(np.array([r[f"correct_{pol}"] for r in grp], bool))
                         b["accuracy" if pol == "reset" else f"accuracy_{pol}"] = acc["accuracy"]
                 bins.append(b)
@@ -357,7 +358,7 @@ class CrossDoc(Probe):
             },
             "conflict": {"answer": d("conflict_answer"), "first": d("conflict_first")},
             "pull": d("pull_answer"),
-            "contrast": {k: d(f"contrast_{k}") for k in ("reset", "carry", "foreign")},
+            "contrast": {k: d(f"contrast_{k}") for k in POLICIES},
             "reset_leakage": {
                 "max_abs": max(leak, default=0.0),
                 "exact_zero_pairs": sum(r["reset_leak_exact"] for r in records),
@@ -372,10 +373,11 @@ class CrossDoc(Probe):
                 np.array([r["correct_foreign"] for r in records], bool)
             )["accuracy"],
             "by_reach": by_reach,
+            "policies": list(POLICIES),
         }
 
     def _checks(self, ctx: RunContext, records: list[dict]) -> dict[str, dict]:
-        tol = TOLERANCE.get(getattr(ctx.model.info, "dtype", "float32"), 1e-4)
+        tol = tolerance(ctx.model)
         leak = max((r["reset_leak_max_abs"] for r in records), default=0.0)
         blind = max((r["blind_max_abs"] for r in records), default=0.0)
         return {
@@ -484,6 +486,7 @@ METRIC_DOCS = {
     "accuracy_foreign": "the same under carry after the foreign document",
     "by_reach": "carry-reset on answer tokens by whether A's fact is direct / layered / beyond "
     "for B's first answer token under the carry geometry",
+    "policies": "the cache policies scored (all of them, on the same tokens)",
     "n_significant_bins": "carry-reset · answer bins called significant: " + stats.VERDICT_RULE,
     "bins[].kind": "carry-reset | foreign-reset | conflict | pull (see the probe's help)",
     "bins[].tokens": "answer (B's answer tokens) | first (B's first tokens after its <eod>)",

@@ -2,7 +2,8 @@
 
 Runs the diagnostic set with its default parameters (and the common options given) on one model,
 and `recl` on the model and its group (`--model` repeated, or the model's `-mem0` sibling when
-there is one; without a group RECL is left out), then prints one table:
+there is one; without a group, or when the geometry leaves RECL a single context — mem_len 0 — RECL
+is left out and `skipped` says why), then prints one table:
 
     effect                            probe          metric (in that probe's summary.json)
     boundary repair                   boundary       gain.first: NLL_nomem − NLL_mem, segment start
@@ -15,7 +16,13 @@ there is one; without a group RECL is left out), then prints one table:
     RECL (r = 0.1)                    recl           recl[model]["0.1"] (tokens)
 
 each with its 95 % interval (t intervals over pairs; bootstrap percentile intervals for the two
-lengths), the Wilcoxon p where there is one, and whether the verdict rule calls it significant.
+lengths — a step statistic on the sweep's grid, where BCa's corrections are ill-defined: see
+probes/context_sweep.py), the Wilcoxon p where there is one, and whether the verdict rule calls it
+significant (nats rows only; the two lengths are descriptive).
+
+Every probe is prepared first — inputs checked, each model loaded once, pairs built — so bad input
+(a geometry one probe cannot use, say --tgt-len 4 with boundary's first 4 positions) is one line,
+exit 2, and no directory.
 
 Everything lands in one run directory, `<out>/diagnose/<model-id>/<UTC-time>-<8 hex>/`:
 `run.json` (provenance, options, the models), `summary.json` (the table's rows, every sub-run's
@@ -31,17 +38,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from probes.base import ProbeInputError, Progress
+# This module is imported by `probe --help` (through probes.diagnose_cli, for the constants
+# below): nothing heavy at module level (numpy, torch and the probes load inside the functions).
 
 PROBES = ("boundary", "fact-swap", "topic-shift", "cross-doc", "fact-update", "context-sweep")
-GROUP_PROBES = ("recl",)
+GROUP_PROBES = ("recl",)  # run on the model group (--model repeated, or the model's -mem0 sibling)
+ALL_PROBES = (*PROBES, *GROUP_PROBES)
 
 
 def diagnose(
     *,
-    model: str | os.PathLike | list | tuple | None = None,
+    model: Any = None,
     mem: int | None = None,
     tgt_len: int | None = None,
     clamp_len: int | None = None,
@@ -55,65 +62,81 @@ def diagnose(
     quick: bool = False,
     language: str | os.PathLike | None = None,
     skip: tuple[str, ...] | list[str] = (),
-    progress: Progress | bool | None = None,
+    progress: Any = None,
     argv: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run the set and return the summary (also written to the run directory).
-    Bad input raises ProbeInputError before anything is written."""
+
+    Every probe is prepared (inputs checked, model loaded once, pairs planned) before the run
+    directory is created: bad input raises ProbeInputError and leaves nothing behind. A probe
+    the geometry cannot host (RECL at mem_len 0: one context only) is left out with the reason,
+    in `skipped`."""
     from probes import registry, runner
+    from probes.base import ProbeInputError, ProbeNotApplicable, Progress
     from probes.results import RunDir, RunDirError, check_writable
 
     t0 = time.perf_counter()
-    unknown = [s for s in skip if s not in (*PROBES, *GROUP_PROBES)]
+    unknown = [s for s in skip if s not in ALL_PROBES]
     if unknown:
         raise ProbeInputError(
-            f"--skip {unknown[0]!r}: not a diagnose probe; choose from "
-            f"{', '.join((*PROBES, *GROUP_PROBES))}"
+            f"--skip {unknown[0]!r}: not a diagnose probe; choose from {', '.join(ALL_PROBES)}"
         )
     try:
         check_writable(Path(out))
     except RunDirError as e:
         raise ProbeInputError(str(e)) from None
-    paths = runner.group_paths(registry.get("recl"), model)
+    sources = runner.model_sources(registry.get("recl"), model)
     if progress is None or isinstance(progress, bool):
         progress = Progress.auto(quiet=progress is False)
 
-    # Validate the models, language and geometry before anything is written.
-    from probes import adapters
-
-    try:
-        dev = adapters.resolve_device(device)
-        infos = []
-        for p in paths:
-            lm = adapters.load(p, device=dev, dtype=dtype)
-            lang = runner._load_language(language)
+    # ------------------------------------------------------------ prepare all, nothing written
+    models = runner.ModelCache()
+    common = dict(
+        mem=mem,
+        tgt_len=tgt_len,
+        clamp_len=clamp_len,
+        same_length=same_length,
+        n=n,
+        seed=seed,
+        device=device,
+        dtype=dtype,
+        threads=threads,
+        out=out,
+        quick=quick,
+        language=language,
+        progress=progress,
+        argv=argv,
+        models=models,
+    )
+    prepared: dict[str, runner.Prepared] = {}
+    skipped = [name for name in ALL_PROBES if name in skip]
+    for name in PROBES:
+        if name not in skip:
+            prepared[name] = runner.prepare(name, model=sources[0], **common)
+    if "recl" not in skip:
+        if len(sources) < 2:
+            skipped.append("recl (no model group)")
+        else:
             try:
-                lang.check_compatible(lm.tokenizer, what=f"model {str(p)!r}")
-            except ValueError as e:
-                raise ProbeInputError(f"--model {str(p)!r}: {e}") from None
-            infos.append(lm.info)
-            if len(infos) == 1:
-                try:
-                    geometry = lm.geometry(
-                        mem_len=runner._int_option("mem", mem, 0),
-                        tgt_len=runner._int_option("tgt_len", tgt_len, 1),
-                        clamp_len=runner._int_option("clamp_len", clamp_len, 1),
-                        same_length=same_length,
-                    )
-                except ValueError as e:
-                    raise ProbeInputError(f"bad evaluation geometry: {e}") from None
-            del lm
-    except adapters.AdapterError as e:
-        raise ProbeInputError(str(e)) from None
+                prepared["recl"] = runner.prepare("recl", model=sources, **common)
+            except ProbeNotApplicable as e:
+                skipped.append(f"recl ({e.reason})")
+    if not prepared:
+        raise ProbeInputError(f"nothing left to run (skipped: {', '.join(skipped)}); skip fewer")
+    first = next(iter(prepared.values()))
+    lm, geometry = first.model, first.ctx.geometry
+    group = prepared["recl"].ctx.group if "recl" in prepared else [lm]
+    infos = [m.info for m in group]
     try:
-        run_dir = RunDir.create(Path(out), "diagnose", infos[0].id)
+        run_dir = RunDir.create(Path(out), "diagnose", lm.info.id)
     except RunDirError as e:
         raise ProbeInputError(str(e)) from None
 
+    # ------------------------------------------------------------ the run
     from probes import __version__, provenance
 
     options = {
-        "model": [str(p) for p in paths],
+        "model": [str(s) if isinstance(s, Path) else s.info.path for s in sources],
         "mem": mem,
         "tgt_len": tgt_len,
         "clamp_len": clamp_len,
@@ -134,7 +157,7 @@ def diagnose(
         "command": "diagnose",
         "argv": list(argv) if argv is not None else None,
         "options": options,
-        "model": infos[0].to_dict(),
+        "model": lm.info.to_dict(),
         "group": [i.to_dict() for i in infos],
         "geometry": geometry.to_dict(),
         "git": provenance.git_state(),
@@ -145,35 +168,16 @@ def diagnose(
     }
     run_dir.write_json("run.json", record)
     progress.log(f"diagnose: run directory {run_dir.path}")
-    common = dict(
-        mem=mem,
-        tgt_len=tgt_len,
-        clamp_len=clamp_len,
-        same_length=same_length,
-        n=n,
-        seed=seed,
-        device=device,
-        dtype=dtype,
-        threads=threads,
-        out=run_dir.path / "runs",
-        quick=quick,
-        language=language,
-        progress=progress,
-        argv=argv,
-    )
-    todo = [(name, str(paths[0])) for name in PROBES if name not in skip]
-    if len(paths) > 1 and "recl" not in skip:
-        todo.append(("recl", [str(p) for p in paths]))
     summaries: dict[str, dict] = {}
     try:
-        for k, (name, m) in enumerate(todo):
-            progress.log(f"diagnose: {name} ({k + 1}/{len(todo)}) …")
-            summaries[name] = runner.run(name, model=m, **common).to_dict()
-        rows = table_rows(summaries, infos[0].id)
+        for k, (name, plan) in enumerate(prepared.items()):
+            progress.log(f"diagnose: {name} ({k + 1}/{len(prepared)}) …")
+            summaries[name] = runner.execute(plan, out=run_dir.path / "runs").to_dict()
+        rows = table_rows(summaries, lm.info.id)
         summary = {
             "schema_version": 1,
             "command": "diagnose",
-            "model": {"id": infos[0].id, "path": infos[0].path, "sha256": infos[0].sha256},
+            "model": {"id": lm.info.id, "path": lm.info.path, "sha256": lm.info.sha256},
             "group": [{"id": i.id, "path": i.path, "sha256": i.sha256} for i in infos],
             "geometry": geometry.to_dict(),
             "rows": rows,
@@ -183,12 +187,12 @@ def diagnose(
             "verdicts": {name: s["verdict"] for name, s in summaries.items()},
             "checks": {name: s["checks"] for name, s in summaries.items()},
             "passed": all(s["passed"] for s in summaries.values()),
-            "skipped": list(skip) + ([] if len(paths) > 1 else ["recl (no model group)"]),
+            "skipped": skipped,
             "run_dir": str(run_dir.path),
             "elapsed_s": round(time.perf_counter() - t0, 3),
             "row_docs": ROW_DOCS,
         }
-        plot = forest_plot(run_dir.path / "diagnose.png", rows, infos[0].id, geometry)
+        plot = forest_plot(run_dir.path / "diagnose.png", rows, lm.info.id, geometry)
         summary["plots"] = [plot] if plot else []
         run_dir.write_json("summary.json", summary)
         record["status"] = "complete" if summary["passed"] else "failed-check"
@@ -239,6 +243,8 @@ def _samples(summary: dict) -> list[dict]:
 
 
 def table_rows(summaries: dict[str, dict], model_id: str) -> list[dict]:
+    import numpy as np
+
     from probes import stats
 
     rows = []
@@ -415,7 +421,8 @@ def _f(x, fmt: str = "{:+.3f}") -> str:
 ROW_DOCS = {
     "value": "the row's number in its unit (see each probe's metric_docs for the definition)",
     "ci95": "95% interval: Student-t over pairs (nats rows); bootstrap percentile over texts "
-    "(effective context, RECL)",
+    "(effective context, RECL: a first-crossing c on the sweep's grid, where BCa's bias and "
+    "acceleration estimates break on ties; descriptive, may under-cover with few texts)",
     "p_value": "two-sided Wilcoxon signed-rank p over pairs (no correction across rows)",
     "significant": "p < 0.05 and the interval excludes 0 (nats rows only)",
     "detail": "context from the same run",
@@ -423,34 +430,17 @@ ROW_DOCS = {
 
 
 def forest_plot(path: Path, rows: list[dict], model_id: str, geometry) -> str | None:
-    """The nats-valued rows with their intervals, one line each."""
+    """The nats-valued rows with their intervals, one line each (None: no such row)."""
     pts = [r for r in rows if r["unit"].startswith("nats") and r["value"] is not None]
     if not pts:
         return None
-    from probes.plots import _pyplot, _save
+    from probes import plots
 
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(pts) + 1.4), dpi=110)
-    ys = list(range(len(pts)))[::-1]
-    for y, r in zip(ys, pts, strict=True):
-        lo, hi = r["ci95"] or (r["value"], r["value"])
-        ax.errorbar(
-            r["value"],
-            y,
-            xerr=[[r["value"] - lo], [hi - r["value"]]],
-            fmt="o",
-            color="tab:red" if r["significant"] else "tab:blue",
-            capsize=3,
-        )
-    ax.axvline(0.0, color="black", lw=0.8)
-    ax.set_yticks(ys, labels=[r["effect"] for r in pts], fontsize=8)
-    ax.set_xlabel("Δ NLL (nats/token), 95% CI; red: significant")
-    ax.set_title(
-        f"probe diagnose · {model_id} · mem {geometry.mem_len} tgt {geometry.tgt_len}",
-        fontsize=10,
+    plots.forest(
+        path,
+        pts,
+        title=f"probe diagnose · {model_id} · mem {geometry.mem_len} tgt {geometry.tgt_len}",
     )
-    fig.tight_layout()
-    _save(fig, path)
     return path.name
 
 

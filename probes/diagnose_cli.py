@@ -8,15 +8,7 @@ import sys
 
 import click
 
-DIAGNOSE_PROBES = (
-    "boundary",
-    "fact-swap",
-    "topic-shift",
-    "cross-doc",
-    "fact-update",
-    "context-sweep",
-    "recl",
-)
+from probes.diagnose import ALL_PROBES  # probes/diagnose.py keeps its heavy imports inside
 
 
 @click.command(
@@ -54,7 +46,7 @@ DIAGNOSE_PROBES = (
 @click.option(
     "--skip",
     multiple=True,
-    type=click.Choice(DIAGNOSE_PROBES),
+    type=click.Choice(ALL_PROBES),
     help="Leave a probe out (repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON document on stdout.")
@@ -67,7 +59,8 @@ def diagnose_command(as_json: bool, quiet: bool, model: tuple[str, ...], **kw) -
     Rows (probe → metric): boundary repair (boundary: nats/token at segment start), retrieval
     within / beyond the horizon (fact-swap), topic adaptation (topic-shift), stale state
     (cross-doc carry − reset; fact-update), effective context (context-sweep) and RECL (recl,
-    when a model group is given or the model has a -mem0 sibling).
+    when a model group is given or the model has a -mem0 sibling, and mem_len + tgt_len holds
+    two contexts: at --mem 0 it is left out with the reason).
     """
     from probes.base import ProbeInputError, Progress
     from probes.cli import EXIT_CHECK, InputError

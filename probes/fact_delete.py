@@ -9,9 +9,14 @@ because every later token changes its offset in its segment).
     delta (per pair) = mean over answer tokens of NLL_variant(A) − NLL_base(A)
                        > 0 ⇔ the fact's presence helped the answer
 
-Deletion removes everything the statement does (its value, and that the entity and attribute
-were mentioned at all), so its delta bounds fact-swap's from above; read them side by side: the
-difference is what the model takes from the fact besides its value.
+What each measures: fact-delete, what the answer owes to the statement being there at all
+(without it the model falls back on its prior over values; with it, whatever the statement gives:
+its value, and that this entity and attribute were mentioned); fact-swap, what it owes to the
+stated value itself (the variant still states the fact, with another value B, and the answer A
+becomes a contradiction). So neither bounds the other in general: a model that reads the value
+usually has the larger fact-swap delta (a contradicted answer costs more than an unsupported
+one), while a delta that shows in fact-delete and not in fact-swap is the model using the mention,
+not the value. Read them side by side.
 
 Default n = 24 pairs per bin (the same reasoning as fact-swap: with 4 bins and Holm the rule
 detects 0.73 sd of the per-pair deltas at 80 % power; `mdd80` per bin reports it in nats).

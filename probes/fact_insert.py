@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from probes.base import Outcome, ProbeInputError, RunContext
-from probes.fact_pairs import FactParams, base_example, distance_bins
+from probes.base import Outcome, RunContext
+from probes.fact_pairs import DistanceParams, base_example, distance_bins
 from probes.paired import Job, PairedProbe
 from probes.params import param
 from probes.registry import probe
@@ -59,7 +59,7 @@ class FactInsert(PairedProbe):
     """Insert a fact at a controlled distance and depth; delta grid (heatmap)."""
 
     @dataclass(frozen=True)
-    class Params(FactParams):
+    class Params(DistanceParams):  # no --lead: --depth places the fact
         depth: str = param("auto", help=DEPTH_HELP, check=check_depths)
 
     default_n = 16
@@ -71,8 +71,6 @@ class FactInsert(PairedProbe):
         from synth import rng as rnd
         from synth.edits import insert
 
-        if self.params.lead != "auto":
-            raise ProbeInputError("fact-insert: use --depth (the fact's position), not --lead")
         bins = distance_bins(self.params.distance, ctx)
         g_ = ctx.geometry
         depths = parse_depths(self.params.depth, g_.mem_len + g_.tgt_len)

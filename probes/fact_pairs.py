@@ -48,8 +48,12 @@ def parse_lead(text: str, tgt_len: int) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class FactParams:
+class DistanceParams:
     distance: str = param("auto", help=DISTANCE_HELP, check=check_ranges)
+
+
+@dataclass(frozen=True)
+class FactParams(DistanceParams):
     lead: str = param("auto", help=LEAD_HELP, check=check_lead)
 
 

@@ -6,12 +6,22 @@
 Given token ids, doc ids (padding −1), the positions to score and an evaluation geometry, a
 `LossModel` returns `TokenScores`. Scoring only the requested positions matters: the recompute
 evaluator costs a whole window per scored token. Adapters for Transformer-XL live in
-`probes.adapters`; a new kind of model (an external LM) needs only this protocol.
+`probes.adapters`; a new kind of model (an external LM) needs only this protocol, and goes through
+`probes.run(probe, model=<the LossModel>)` like a checkpoint does:
+
+- `info: ModelInfo` — what is recorded (id, sha256, n_layer, training geometry, `vocab_size`);
+- `tokenizer: dict | None` — the tokenizer JSON the model reads (a synth language's JSON; the
+  runner refuses text in another language), or None when the model makes no claim (any token id
+  below `info.vocab_size` is scored);
+- `default_geometry()` — the evaluation geometry used when none is given; the run's options
+  (--mem, --tgt-len, …) replace its fields (`geometry(model, **overrides)`);
+- `score(tokens, doc_ids, positions, geometry) -> TokenScores`.
 
 Optional capabilities, used when present:
 - `score_shared(tokens, doc_ids, positions, geometry, *, parent, shared)`: rows that share a prefix
   with another row (`tokens[r, :shared[r]] == tokens[parent[r], :shared[r]]`, parent −1 for none)
   may be computed once up to it and forked. Results must equal `score` on the same rows.
+- `max_rows(geometry) -> int`: rows per scoring call that fit in memory (default 64; `max_rows`).
 - `horizon(geometry) -> probes.reach.Horizon`: what a scored token can see. Without it a
   Transformer-XL streaming evaluator with `info.n_layer` layers is assumed.
 - `score_window(tokens, doc_ids, positions, window, geometry)`: truncated context: every scored
@@ -41,6 +51,7 @@ class ModelInfo:
     n_layer: int
     train_tgt_len: int
     train_mem_len: int
+    vocab_size: int | None = None  # token ids the model scores (None: not stated)
     evaluator: str = "cached"  # "cached" | "recompute" | an external adapter's name
     dtype: str = "float32"
     device: str = "cpu"
@@ -55,6 +66,7 @@ class ModelInfo:
             "n_layer": self.n_layer,
             "train_tgt_len": self.train_tgt_len,
             "train_mem_len": self.train_mem_len,
+            "vocab_size": self.vocab_size,
             "evaluator": self.evaluator,
             "dtype": self.dtype,
             "device": self.device,
@@ -74,6 +86,7 @@ class TokenScores:
 @runtime_checkable
 class LossModel(Protocol):
     info: ModelInfo
+    tokenizer: dict[str, Any] | None
 
     def default_geometry(self) -> Any:  # txl.geometry.Geometry
         ...
@@ -81,6 +94,31 @@ class LossModel(Protocol):
     def score(
         self, tokens: np.ndarray, doc_ids: np.ndarray, positions: np.ndarray, geometry: Any
     ) -> TokenScores: ...
+
+
+def geometry(model: LossModel, **overrides: Any) -> Any:
+    """The model's default geometry with the given fields replaced (None keeps the default).
+    Raises ValueError (one line, from txl.geometry.Geometry) for an impossible geometry."""
+    from dataclasses import replace
+
+    return replace(
+        model.default_geometry(), **{k: v for k, v in overrides.items() if v is not None}
+    )
+
+
+def max_rows(model: LossModel, geometry: Any, default: int = 64) -> int:
+    """Rows per scoring call: the model's own `max_rows(geometry)` when it has one."""
+    own = getattr(model, "max_rows", None)
+    return int(own(geometry)) if own is not None else default
+
+
+# The largest |difference| between two scores of the same tokens that counts as "equal" in a
+# probe's own checks, by evaluation dtype (bit-exact zeros are reported beside it).
+TOLERANCE = {"float64": 1e-9, "float32": 1e-4, "bfloat16": 5e-2}
+
+
+def tolerance(model: LossModel) -> float:
+    return TOLERANCE.get(getattr(model.info, "dtype", "float32"), 1e-4)
 
 
 def horizon(model: LossModel, geometry: Any) -> Horizon:

@@ -30,7 +30,6 @@ within a dtype's tolerance (float32: 1e-4 nats); the fraction of exact zeros is 
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,10 +39,9 @@ import numpy as np
 
 from probes import stats
 from probes.base import Outcome, Probe, RunContext
-from probes.loss_model import score_rows
+from probes.loss_model import max_rows, score_rows, tolerance
 from probes.reach import REACH_LABELS, classify, doc_starts, label_bin
 
-TOLERANCE = {"float64": 1e-9, "float32": 1e-4, "bfloat16": 5e-2}
 # Tokens before the first difference compared by `identical_prefix`: free for a streaming model
 # (it scores every token anyway), a whole window each for the recompute evaluator.
 PREFIX_CHECK_TOKENS = {True: 8, False: 2}
@@ -136,11 +134,9 @@ class PairedProbe(Probe):
     # ------------------------------------------------------------------ scoring
 
     def execute(self, ctx: RunContext) -> Outcome:
-        model = ctx.model
         pad = ctx.lang.vocab.pad_id
-        max_rows = model.max_rows(ctx.geometry) if hasattr(model, "max_rows") else 64
         rows_per_job = 4 if any(j.alt is not None for j in self.jobs) else 2
-        per_batch = max(1, max_rows // rows_per_job)
+        per_batch = max(1, max_rows(ctx.model, ctx.geometry) // rows_per_job)
 
         def key(i: int):
             job = self.jobs[i]
@@ -381,7 +377,7 @@ class PairedProbe(Probe):
         return m
 
     def _checks(self, ctx: RunContext, records: list[dict]) -> dict[str, dict]:
-        tol = TOLERANCE.get(getattr(ctx.model.info, "dtype", "float32"), 1e-4)
+        tol = tolerance(ctx.model)
         prefix = max((r["prefix_max_abs"] for r in records), default=0.0)
         n_beyond = sum(r["beyond_tokens"] for r in records)
         beyond = max((r["beyond_max_abs"] for r in records), default=0.0)
@@ -506,7 +502,3 @@ class PairedProbe(Probe):
             return "delta_by_distance.png"
 
         return [draw]
-
-
-def finite_or_none(x: float | None) -> float | None:
-    return x if x is not None and math.isfinite(x) else None

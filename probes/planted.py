@@ -48,6 +48,7 @@ class PlantedModel:
     boundary_len: int = 4
     copy: float = 0.0
     seed: int = 0
+    tokenizer: dict | None = None  # no tokenizer claim: it scores any token ids
     info: ModelInfo = field(init=False)
 
     def __post_init__(self) -> None:
@@ -77,10 +78,6 @@ class PlantedModel:
         from txl.geometry import Geometry
 
         return Geometry(self.tgt_len, self.mem_len, clamp_len=self.tgt_len + self.mem_len)
-
-    def geometry(self, **overrides: Any):
-        g = self.default_geometry()
-        return replace(g, **{k: v for k, v in overrides.items() if v is not None})
 
     def horizon(self, geometry) -> Horizon:
         return Horizon.of(geometry, self.n_layer)

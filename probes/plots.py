@@ -4,6 +4,10 @@
 band, and marks the two lengths the table reports: the direct window and the layered reach
 (vertical lines at the mean over the run's scored tokens, shaded from min to max, since both
 depend on the token's offset in its segment). `heatmap` draws a grid (e.g. distance × depth).
+`line_plot` draws curves with CI bands for the probes whose output is a curve, not a
+delta-by-distance table (context-sweep: loss vs visible history; recl: gain vs context; speed:
+time vs attention length). `forest` draws labelled estimates with their intervals (`probe
+diagnose`). Every plot is written atomically.
 """
 
 from __future__ import annotations
@@ -108,6 +112,92 @@ def heatmap(
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     fig.colorbar(im, ax=ax, label=cbar_label)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def line_plot(
+    path: Path,
+    series: dict[str, dict],
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    logx: bool = False,
+    logy: bool = False,
+    vlines: Sequence[tuple[float, str]] = (),
+    hline: float | None = None,
+) -> None:
+    """series: name → {"x": [...], "y": [...], optional "lo"/"hi" (a band), "style" ("o-", "s--")};
+    points with y None are skipped. vlines: (x, label) marks; hline: a horizontal reference."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (name, s) in enumerate(series.items()):
+        color = colors[i % len(colors)]
+        pts = [
+            (x, y, lo, hi)
+            for x, y, lo, hi in zip(
+                s["x"],
+                s["y"],
+                s.get("lo") or [None] * len(s["x"]),
+                s.get("hi") or [None] * len(s["x"]),
+                strict=True,
+            )
+            if y is not None
+        ]
+        if not pts:
+            continue
+        xs = [p[0] for p in pts]
+        ys = [p[1] for p in pts]
+        if all(p[2] is not None and p[3] is not None for p in pts):
+            ax.fill_between(xs, [p[2] for p in pts], [p[3] for p in pts], alpha=0.2, color=color)
+        ax.plot(xs, ys, s.get("style", "o-"), color=color, label=name, ms=4)
+    for x, label in vlines:
+        ax.axvline(x, color="grey", ls=":", lw=1.2)
+        ax.annotate(
+            label,
+            (x, 1.0),
+            xycoords=("data", "axes fraction"),
+            fontsize=7,
+            rotation=90,
+            va="top",
+            ha="right",
+        )
+    if hline is not None:
+        ax.axhline(hline, color="black", lw=0.8)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def forest(path: Path, rows: Sequence[dict], *, title: str) -> None:
+    """One line per row ({"effect", "value", "ci95", "significant"}): the estimate and its
+    interval on a shared axis at 0; significant rows in red."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.4), dpi=110)
+    ys = list(range(len(rows)))[::-1]
+    for y, r in zip(ys, rows, strict=True):
+        lo, hi = r["ci95"] or (r["value"], r["value"])
+        ax.errorbar(
+            r["value"],
+            y,
+            xerr=[[r["value"] - lo], [hi - r["value"]]],
+            fmt="o",
+            color="tab:red" if r["significant"] else "tab:blue",
+            capsize=3,
+        )
+    ax.axvline(0.0, color="black", lw=0.8)
+    ax.set_yticks(ys, labels=[r["effect"] for r in rows], fontsize=8)
+    ax.set_xlabel("Δ NLL (nats/token), 95% CI; red: significant")
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     _save(fig, path)
 

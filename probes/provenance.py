@@ -12,11 +12,28 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout, when running from one
+PROJECT = "txl-probes"
+
+
+def _is_project_checkout(top: Path) -> bool:
+    """Whether `top` (a git work tree's top) is this project: its pyproject.toml names it."""
+    import tomllib
+
+    try:
+        with open(top / "pyproject.toml", "rb") as f:
+            return tomllib.load(f).get("project", {}).get("name") == PROJECT
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
 
 
 def git_state(root: Path = REPO_ROOT) -> dict:
-    """{"commit": sha or None, "dirty": bool or None} of the checkout the code runs from."""
+    """{"commit": sha or None, "dirty": bool or None} of the checkout the code runs from.
+
+    Only this project's own checkout counts: the package's parent directory must be the top of a
+    git work tree whose pyproject.toml names txl-probes (how the project is laid out). A
+    non-editable install records None — also one in a virtual environment inside another
+    repository (or inside this one: the installed copy need not be the checked-out code)."""
 
     def git(*args: str) -> str | None:
         try:
@@ -31,9 +48,17 @@ def git_state(root: Path = REPO_ROOT) -> dict:
             return None
         return out.stdout
 
+    none = {"commit": None, "dirty": None}
+    top = git("rev-parse", "--show-toplevel")
+    if top is None:
+        return none
+    top_dir = Path(top.strip()).resolve()
+    # this project keeps its packages at the top of its checkout: anything else is an install
+    if top_dir != Path(root).resolve() or not _is_project_checkout(top_dir):
+        return none
     commit = git("rev-parse", "HEAD")
     if commit is None:
-        return {"commit": None, "dirty": None}
+        return none
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
 

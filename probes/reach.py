@@ -134,12 +134,6 @@ def doc_starts(doc_ids: np.ndarray) -> np.ndarray:
     return starts
 
 
-def query_doc_starts(doc_ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """The document start of each scored position's query (the token before it)."""
-    starts = doc_starts(doc_ids)
-    return starts[np.asarray(positions, dtype=np.int64) - 1]
-
-
 def classify(distance: int, direct: int, reach: int) -> str:
     if distance <= direct:
         return "direct"

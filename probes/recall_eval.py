@@ -10,19 +10,21 @@ that `txl.train.train` calls every `eval_every` steps:
 - `recall`: one entry per distance bucket [lo, hi): `n` queries whose fact lies a distance drawn
   uniformly from the bucket before the first answer token (DESIGN: from the fact's last token),
   `acc` (every answer token is the argmax under teacher forcing), its Wilson 95 % interval, the
-  mean answer NLL, and where the bucket lies (`inside` the training attention span tgt + mem);
+  mean answer NLL, and where the bucket lies (`inside`: every distance of [lo, hi), up to hi − 1,
+  is within the training attention span tgt + mem);
 - `recall_mem{M}`: the same documents with a longer evaluation memory M (`eval.mem_len`).
 
-Scoring is `txl.evaluator.stream_nll` with the model's own geometry (and clamp_len at its
-training attention length, the default evaluation geometry). Configured by the training config's
-`eval` table: n_examples, edges, mem_len, extra_facts, nll_rows, nll_segments, seed.
+Scoring goes through the probes' own door, `probes.adapters.CachedTXL` (the streaming evaluator)
+around the model in training — no copy of it, its training flag left as found — with the model's
+own geometry (clamp_len at its training attention length, the default evaluation geometry).
+Configured by the training config's `eval` table: n_examples, edges, mem_len, extra_facts,
+nll_rows, nll_segments, seed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -94,15 +96,12 @@ def default_edges(tgt_len: int, mem_len: int) -> tuple[int, ...]:
     return tuple(sorted(edges))
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score 95 % interval of a proportion k / n."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    denom = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, mid - half), min(1.0, mid + half))
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """Wilson score 95 % interval of a proportion k / n (`probes.stats.wilson`); with no
+    observations, the whole of [0, 1]."""
+    from probes.stats import wilson as wilson_interval
+
+    return wilson_interval(k, n) or (0.0, 1.0)
 
 
 @dataclass
@@ -162,28 +161,30 @@ def make_recall_eval(
     entropy = float(lang.filler_entropy_rate())
 
     def evaluate(model: Any, step: int) -> dict[str, Any]:
-        import torch
+        from probes.adapters import wrap
+        from probes.loss_model import geometry as geometry_of
 
-        from txl.evaluator import stream_nll
-        from txl.geometry import Geometry
-
-        device = next(model.parameters()).device
-        geometry = Geometry.for_model(model.config)
+        lm = wrap(model, model_id=f"step-{step}", path="<in training>")
+        geometry = lm.default_geometry()
         out: dict[str, Any] = {}
         if held is not None:
-            r = stream_nll(model, held[0], held[1], geometry, device=device, dtype=torch.float32)
-            ok = ~np.isnan(r.nll) & (held[1] >= 0)
-            out["nll"] = float(r.nll[ok].mean())
+            scored = held[1] >= 0
+            scored[:, 0] = False
+            r = lm.score(held[0], held[1], scored, geometry)
+            out["nll"] = float(r.nll[scored].mean())
         geometries = {"recall": geometry}
         if cfg.mem_len:
-            geometries[f"recall_mem{cfg.mem_len}"] = Geometry.for_model(
-                model.config, mem_len=cfg.mem_len
-            )
+            geometries[f"recall_mem{cfg.mem_len}"] = geometry_of(lm, mem_len=cfg.mem_len)
         filler_sum, filler_n = 0.0, 0
         for name, geo in geometries.items():
             rows, hits, total = [], 0, 0
             for b in buckets:
-                r = stream_nll(model, b.tokens, b.doc_ids, geo, device=device, dtype=torch.float32)
+                filler = b.filler.copy()
+                filler[:, 0] = False
+                scored = filler.copy() if name == "recall" else np.zeros_like(filler)
+                for i, a in enumerate(b.answers):
+                    scored[i, a] = True
+                r = lm.score(b.tokens, b.doc_ids, scored, geo)
                 correct = [bool(r.correct[i, a].all()) for i, a in enumerate(b.answers)]
                 nll = [float(r.nll[i, a].mean()) for i, a in enumerate(b.answers)]
                 k, n = sum(correct), len(correct)
@@ -196,14 +197,13 @@ def make_recall_eval(
                         "acc": k / n,
                         "acc_ci95": list(wilson(k, n)),
                         "answer_nll": float(np.mean(nll)),
-                        "inside": b.hi <= tgt + mem,
+                        # distances lie in [lo, hi): the farthest is hi − 1
+                        "inside": b.hi - 1 <= tgt + mem,
                     }
                 )
                 if name == "recall":
-                    f = b.filler.copy()
-                    f[:, 0] = False
-                    filler_sum += float(r.nll[f].sum())
-                    filler_n += int(f.sum())
+                    filler_sum += float(r.nll[filler].sum())
+                    filler_n += int(filler.sum())
             out[name] = rows
             out[f"{name}_acc"] = hits / total
             out[f"{name}_by_distance"] = " ".join(f"{r['lo']}:{r['acc']:.2f}" for r in rows)

@@ -19,6 +19,12 @@ result: by default Δ = the eval tgt_len and start = Δ, up to the eval attentio
 tgt_len (`--delta`, `--start`, `--max-context`). When no c qualifies, RECL is reported as the
 last c tested with `censored: true` (the true value is larger). Each RECL has a 95 % percentile
 interval from 1,000 bootstrap resamples of the texts (seeded by --seed; the paper gives none).
+Percentile, not t or BCa: RECL is the first grid point where a curve crosses a threshold, a step
+function of the texts that takes only the sweep's few values — there is no mean for a t interval,
+and BCa's bias correction (the share of resamples below the estimate) and jackknife acceleration
+are ill-defined when most resamples tie at the estimate. The interval is descriptive, at the
+grid's resolution (no verdict is drawn from it); with few texts it can under-cover, so read its
+width as a lower bound on the uncertainty.
 
 Metrics: `recl` (model → r → {recl, ci95, censored}), `delta`, `start`, `contexts`, `gains`
 (model → r → [g_i(c) for each c but the last]), `models` (id, path, sha256 of each member), and
@@ -40,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from probes.base import Outcome, Probe, ProbeInputError, RunContext
+from probes.base import Outcome, Probe, ProbeNotApplicable, RunContext
 from probes.params import param
 from probes.registry import probe
 
@@ -123,9 +129,13 @@ class RECL(Probe):
         self.start = p.start or self.delta
         top = p.max_context or (g.mem_len + g.tgt_len)
         if top < self.start + self.delta:
-            raise ProbeInputError(
-                f"recl: the sweep needs at least two contexts: start {self.start} + Δ "
-                f"{self.delta} > max {top}; lower --delta/--start or raise --max-context"
+            reason = (
+                f"the sweep needs at least two contexts: start {self.start} + Δ {self.delta} > "
+                f"max {top}"
+                + ("" if p.max_context else f" (mem_len {g.mem_len} + tgt_len {g.tgt_len})")
+            )
+            raise ProbeNotApplicable(
+                f"recl: {reason}; lower --delta/--start or raise --max-context", reason
             )
         n_steps = (top - self.start) // self.delta
         self.contexts = [self.start + k * self.delta for k in range(n_steps + 1)]
@@ -148,9 +158,8 @@ class RECL(Probe):
         try:
             for i, model in enumerate(self.models):
                 geometry = ctx.geometry
-                if i > 0 and hasattr(model, "default_geometry"):
-                    own = model.default_geometry()
-                    geometry = replace(own, reset=ctx.geometry.reset)
+                if i > 0:  # another model of the group: its own clamp_len (truncation has no mem)
+                    geometry = replace(model.default_geometry(), reset=ctx.geometry.reset)
                 for j, c in enumerate(self.contexts):
                     nll, _ = truncated(model, self.texts, c, geometry)
                     losses[i, j] = np.concatenate([nll[k, s] for k, s in enumerate(scored)])
@@ -254,7 +263,7 @@ class RECL(Probe):
         return outcome
 
     def _plot(self, ctx, gain_curves, r0: str):
-        from probes.curves import line_plot
+        from probes.plots import line_plot
 
         xs = self.contexts[:-1]
         series = {

@@ -260,7 +260,9 @@ def print_rerun(result: dict, out=None) -> None:
             style="bold yellow",
         )
     else:
-        c.print(f"numbers DIFFER (max |difference| {result['max_abs_diff']:.3g})", style="bold red")
+        worst = result["max_abs_diff"]
+        how = "non-numeric values differ" if worst is None else f"max |difference| {worst:.3g}"
+        c.print(f"numbers DIFFER ({how})", style="bold red")
         for d in result["differences"][:20]:
             c.print(f"  {d['path']}: {d['original']} → {d['rerun']}")
     for note in result.get("notes", []):

@@ -1,4 +1,5 @@
-"""`probe rerun RUN_DIR`: repeat a run from its run.json and say whether the numbers match.
+"""`probe rerun RUN_DIR`: repeat a run (`probe run` or `probe diagnose`) from its run.json and say
+whether the numbers match.
 
 The comparison walks both summaries and compares every number except timings and paths:
 "exact" (bitwise equal), "close" (max |difference| ≤ 1e-6: the same computation with another
@@ -14,7 +15,13 @@ from typing import Any
 
 from probes.results import load_run
 
-IGNORED = {"run_dir", "elapsed_s", "plots", "started_utc"}
+IGNORED = {
+    "run_dir",
+    "runs",
+    "elapsed_s",
+    "plots",
+    "started_utc",
+}  # "runs": diagnose's sub-run paths
 TOLERANCE = 1e-6
 
 
@@ -42,32 +49,64 @@ def _abs_diff(d: dict) -> float:
 
 
 def rerun(run_dir: Path, out: str | None = None, progress=None) -> dict:
-    from probes.runner import rerun_options, run
+    """Repeat the run of `run_dir` (a `probe run` or a `probe diagnose` directory) and compare.
+    Raises ProbeInputError (one line) for a directory that cannot be repeated."""
+    from probes.base import ProbeInputError
 
     record, original = load_run(run_dir)
     if original is None:
-        from probes.base import ProbeInputError
-
         raise ProbeInputError(
             f"{str(run_dir)!r} has no summary.json (status {record.get('status')!r}): "
             "only a finished run can be compared"
         )
-    spec, kwargs = rerun_options(record)
-    if out is not None:
-        kwargs["out"] = out
-    summary = run(spec, progress=progress, argv=["probe", "rerun", str(run_dir)], **kwargs)
-    new = summary.to_dict()
+    argv = ["probe", "rerun", str(run_dir)]
+    if record.get("command") == "diagnose":
+        from probes.diagnose import diagnose
+
+        kwargs = dict(record.get("options") or {})
+        if out is not None:
+            kwargs["out"] = out
+        new = diagnose(progress=progress, argv=argv, **kwargs)
+        passed = bool(new["passed"])
+    elif isinstance(record.get("probe"), dict) and "options" in record:
+        from probes.runner import rerun_options, run
+
+        spec, kwargs = rerun_options(record)
+        if out is not None:
+            kwargs["out"] = out
+        summary = run(spec, progress=progress, argv=argv, **kwargs)
+        new = summary.to_dict()
+        passed = summary.passed
+    else:
+        raise ProbeInputError(
+            f"{str(run_dir)!r}: run.json names neither a probe nor `probe diagnose`; give a "
+            "directory written by `probe run` or `probe diagnose`"
+        )
     differences = diff(original, new)
     worst = max((_abs_diff(d) for d in differences), default=0.0)
     match = "exact" if not differences else "close" if worst <= TOLERANCE else "differ"
-    notes = []
-    if original.get("model", {}).get("sha256") != new["model"]["sha256"]:
-        notes.append("the model file changed (sha256 differs)")
-    if original.get("version") != new["version"]:
-        notes.append(f"probe version changed: {original.get('version')} → {new['version']}")
+    return {
+        "original": str(run_dir),
+        "rerun": new["run_dir"],
+        "match": match,
+        "max_abs_diff": 0.0 if not differences else (worst if math.isfinite(worst) else None),
+        "tolerance": TOLERANCE,
+        "differences": differences,
+        "notes": _notes(record, original, new),
+        "passed": match != "differ" and passed,
+    }
+
+
+def _notes(record: dict, original: dict, new: dict) -> list[str]:
+    """What changed besides the numbers and could explain a difference."""
     import synth
     from probes import __version__
 
+    notes = []
+    if original.get("model", {}).get("sha256") != new["model"]["sha256"]:
+        notes.append("the model file changed (sha256 differs)")
+    if original.get("version") != new.get("version"):
+        notes.append(f"probe version changed: {original.get('version')} → {new.get('version')}")
     recorded = (record.get("synth") or {}).get("generator_version")
     if recorded is not None and recorded != getattr(synth, "GENERATOR_VERSION", None):
         notes.append(
@@ -76,13 +115,4 @@ def rerun(run_dir: Path, out: str | None = None, progress=None) -> dict:
         )
     if record.get("package_version") != __version__:
         notes.append(f"package version changed: {record.get('package_version')} → {__version__}")
-    return {
-        "original": str(run_dir),
-        "rerun": new["run_dir"],
-        "match": match,
-        "max_abs_diff": 0.0 if not differences else (worst if math.isfinite(worst) else None),
-        "tolerance": TOLERANCE,
-        "differences": differences,
-        "notes": notes,
-        "passed": match != "differ" and summary.passed,
-    }
+    return notes

@@ -1,11 +1,17 @@
 """One probe run, from options to a run directory and a `Summary`: what `probe run` and
-`probes.run(...)` both call.
+`probes.run(...)` both call, in two steps:
+
+    prepare(probe, **options) -> Prepared   check every input, load the model(s), plan the pairs
+    execute(prepared) -> Summary            create the run directory and run
 
 Order matters for the promise "bad input leaves nothing behind": everything that can be wrong
 with the input (probe name, parameters, geometry, model path, vocabulary, device, --out) is
-checked and the pairs are built before the run directory is created. From then on a failure is
-internal (exit 3) or an interruption (exit 130), and the directory keeps what was done, with the
-status in run.json.
+checked and the pairs are built in `prepare`, before any directory exists; `probe diagnose`
+prepares all of its probes (sharing one `ModelCache`) before it creates its own. From `execute`
+on a failure is internal (exit 3) or an interruption (exit 130), and the directory keeps what was
+done, with the status in run.json. The model is reached only through the LossModel protocol
+(probes.loss_model): a checkpoint path is loaded by probes.adapters, a LossModel object is used
+as given.
 """
 
 from __future__ import annotations
@@ -24,27 +30,6 @@ from probes.results import SCHEMA_VERSION, RunDir, RunDirError, check_writable, 
 
 PACKAGE_MODELS = Path(__file__).resolve().parent / "models"
 DEFAULT_MODEL = "default"
-
-# The common options of `probe run` (their names may not be used by a probe's Params).
-COMMON = (
-    "model",
-    "mem",
-    "tgt_len",
-    "clamp_len",
-    "same_length",
-    "reset",
-    "n",
-    "seed",
-    "device",
-    "evaluator",
-    "dtype",
-    "threads",
-    "out",
-    "quick",
-    "language",
-    "json",
-    "quiet",
-)
 
 
 @dataclass
@@ -140,34 +125,41 @@ def sibling_path(path: Path) -> Path | None:
     return candidate if candidate.is_dir() else None
 
 
-def group_paths(cls: type, model: Any) -> list[Path]:
-    """The checkpoint directories of a run. A probe compares a group (`model_group = True`) of
-    the models given (`--model` repeated), or, when one or none is given, of that model (default:
-    the shipped one) and its no-recurrence sibling when it exists; every other probe takes one."""
+def is_loss_model(model: Any) -> bool:
+    """A LossModel object given directly (the Python API), not a checkpoint path or name."""
+    return not isinstance(model, str | os.PathLike) and hasattr(model, "score")
+
+
+def model_sources(cls: type, model: Any) -> list[Any]:
+    """The models of a run: checkpoint directories (Path) or LossModel objects. A probe compares
+    a group (`model_group = True`) of the models given (`--model` repeated), or, when one or none
+    is given, of that model (default: the shipped one) and its no-recurrence sibling when it
+    exists; every other probe takes one."""
     if isinstance(model, list | tuple):
         given = [m for m in model if m is not None]
     else:
         given = [] if model is None else [model]
+    if not getattr(cls, "model_group", False) and len(given) > 1:
+        raise ProbeInputError(f"probe {cls.name} takes one --model, got {len(given)}; give it once")
+    sources = [m if is_loss_model(m) else resolve_model_path(m) for m in given] or [
+        resolve_model_path(None)
+    ]
     if not getattr(cls, "model_group", False):
-        if len(given) > 1:
-            raise ProbeInputError(
-                f"probe {cls.name} takes one --model, got {len(given)}; give it once"
-            )
-        return [resolve_model_path(given[0] if given else None)]
-    paths = [resolve_model_path(m) for m in given] or [resolve_model_path(None)]
-    if len(paths) == 1:
-        sibling = sibling_path(paths[0])
+        return sources
+    if len(sources) == 1 and isinstance(sources[0], Path):
+        sibling = sibling_path(sources[0])
         if sibling is not None:
-            paths.append(sibling)
-    resolved = [p.resolve() for p in paths]
-    if len(set(resolved)) != len(resolved):
+            sources.append(sibling)
+    keys = [s.resolve() if isinstance(s, Path) else id(s) for s in sources]
+    if len(set(keys)) != len(keys):
         raise ProbeInputError(
             f"probe {cls.name}: the model group names one checkpoint twice; give each once"
         )
-    return paths
+    return sources
 
 
-def _int_option(name: str, value: Any, minimum: int | None) -> int | None:
+def int_option(name: str, value: Any, minimum: int | None) -> int | None:
+    """An integer option (None stays None); ProbeInputError naming --name when it is not one."""
     if value is None:
         return None
     opt = "--" + name.replace("_", "-")
@@ -181,8 +173,10 @@ def _int_option(name: str, value: Any, minimum: int | None) -> int | None:
     return value
 
 
-def _load_language(language: str | os.PathLike | None):
+def load_language(language: str | os.PathLike | None):
     """The synth language the probe writes its text in (default: Language.default())."""
+    import json
+
     from synth.language import Language
 
     if language is None:
@@ -194,18 +188,82 @@ def _load_language(language: str | os.PathLike | None):
         raise ProbeInputError(
             f"--language {str(language)!r} does not exist; give a language JSON or a checkpoint"
         )
-    import json
-
     try:
         return Language.from_json(json.loads(p.read_text(encoding="utf-8")))
     except (ValueError, OSError) as e:
         raise ProbeInputError(f"--language {str(language)!r}: {e}") from None
 
 
-def run(
+def check_language(lm: Any, lang: Any, where: str) -> None:
+    """Refuse (one line) a model that does not read the probe's language: its tokenizer JSON
+    (when it states one) must be this language, and its vocabulary must hold every token."""
+    tokenizer = getattr(lm, "tokenizer", None)
+    if tokenizer is not None:
+        try:
+            lang.check_compatible(tokenizer, what=f"model {where!r}")
+        except ValueError as e:
+            raise ProbeInputError(f"--model {where!r}: {e}") from None
+    size = lm.info.vocab_size
+    if size is not None and size < lang.vocab.size:
+        raise ProbeInputError(
+            f"--model {where!r}: vocab_size {size} is smaller than the language's "
+            f"{lang.vocab.size} tokens"
+        )
+
+
+class ModelCache:
+    """Checkpoints loaded as LossModels, each once per (path, evaluator, device, dtype): `probe
+    diagnose` prepares seven probes on one model and loads it once."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[tuple, Any] = {}
+
+    def get(self, source: Any, *, evaluator: str, device: str, dtype: str, log=None) -> Any:
+        """The LossModel of `source` (a LossModel object is its own); `log(message)` hears of
+        a checkpoint being loaded."""
+        if not isinstance(source, Path):
+            return source  # a LossModel object
+        key = (str(source.resolve()), evaluator, device, dtype)
+        if key not in self._loaded:
+            from probes import adapters
+
+            if log is not None:
+                log(f"loading {source} …")
+
+            try:
+                self._loaded[key] = adapters.load(
+                    source, evaluator=evaluator, device=device, dtype=dtype
+                )
+            except adapters.AdapterError as e:
+                raise ProbeInputError(str(e)) from None
+        return self._loaded[key]
+
+
+@dataclass
+class Prepared:
+    """A run whose every input was checked and whose pairs are built; nothing written yet.
+    `execute` creates its run directory and runs it."""
+
+    cls: type
+    spec: str  # what repeats it (a name, or an absolute path/to/file.py:Class)
+    params: Any
+    instance: Any  # the probe, planned
+    ctx: RunContext
+    sources: list[Any]  # Paths or LossModel objects, the probe's model first
+    options: dict[str, Any]  # the run's options as given (run.json, `probe rerun`)
+    threads: int | None
+    argv: list[str] | None
+    t0: float
+
+    @property
+    def model(self) -> Any:
+        return self.ctx.model
+
+
+def prepare(
     probe: str,
     *,
-    model: str | os.PathLike | list | tuple | None = None,
+    model: Any = None,
     mem: int | None = None,
     tgt_len: int | None = None,
     clamp_len: int | None = None,
@@ -222,13 +280,14 @@ def run(
     language: str | os.PathLike | None = None,
     progress: Progress | bool | None = None,
     argv: list[str] | None = None,
+    models: ModelCache | None = None,
     **probe_params: Any,
-) -> Summary:
-    """Run a probe and return its Summary (see the module docstring and `probe run --help`).
-
-    Raises ProbeInputError (one line) for bad input, before anything is written."""
+) -> Prepared:
+    """Check every input, load the model(s) and plan the probe; write nothing. Raises
+    ProbeInputError (one line) for bad input. `model`: a checkpoint directory or shipped model
+    name, a LossModel object, or a list of them for a model group. `models` shares loaded
+    checkpoints between several prepared runs."""
     t0 = time.perf_counter()
-    # ---------------------------------------------------------------- inputs, nothing written
     try:
         cls = registry.get(probe)
     except registry.RegistryError as e:
@@ -237,50 +296,55 @@ def run(
         params = params_mod.build(cls.Params, probe_params)
     except params_mod.ParamError as e:
         raise ProbeInputError(f"probe {cls.name}: {e}") from None
-    mem = _int_option("mem", mem, 0)
-    tgt_len = _int_option("tgt_len", tgt_len, 1)
-    clamp_len = _int_option("clamp_len", clamp_len, 1)
-    n = _int_option("n", n, 1)
-    seed = _int_option("seed", seed, 0)
-    threads = _int_option("threads", threads, 1)
+    mem = int_option("mem", mem, 0)
+    tgt_len = int_option("tgt_len", tgt_len, 1)
+    clamp_len = int_option("clamp_len", clamp_len, 1)
+    n = int_option("n", n, 1)
+    seed = int_option("seed", seed, 0)
+    threads = int_option("threads", threads, 1)
     if evaluator not in ("cached", "recompute"):
         raise ProbeInputError(f"--evaluator {evaluator!r}: use cached or recompute")
     if device not in ("auto", "cpu", "cuda"):
         raise ProbeInputError(f"--device {device!r}: use auto, cpu or cuda")
     if dtype not in ("float32", "float64", "bfloat16"):
         raise ProbeInputError(f"--dtype {dtype!r}: use float32, float64 or bfloat16")
+    if reset is not None and cls.runs_every_policy:
+        raise ProbeInputError(
+            f"probe {cls.name} runs every cache policy (reset, carry and a foreign cache) on "
+            f"the same tokens; drop --{'reset' if reset else 'carry'}"
+        )
     try:
         check_writable(Path(out))
     except RunDirError as e:
         raise ProbeInputError(str(e)) from None
-    paths = group_paths(cls, model)
-    model_path = paths[0]
+    sources = model_sources(cls, model)
     if progress is None or isinstance(progress, bool):
         progress = Progress.auto(quiet=progress is False)
-    progress.log(f"loading {model_path} …")
+    models = models if models is not None else ModelCache()
+    dev = device
+    if any(isinstance(s, Path) for s in sources):
+        from probes import adapters  # torch from here on
 
-    from probes import adapters  # torch from here on
-
-    try:
-        dev = adapters.resolve_device(device)
-        n_threads = adapters.set_threads(threads)
-        lm = adapters.load(model_path, evaluator=evaluator, device=dev, dtype=dtype)
-    except adapters.AdapterError as e:
-        raise ProbeInputError(str(e)) from None
+        try:
+            dev = adapters.resolve_device(device)
+        except adapters.AdapterError as e:
+            raise ProbeInputError(str(e)) from None
+    loaded = [
+        models.get(s, evaluator=evaluator, device=dev, dtype=dtype, log=progress.log)
+        for s in sources
+    ]
+    lm = loaded[0]
     lang = None
     if cls.needs_language:
-        lang = _load_language(language)
-        try:
-            lang.check_compatible(lm.tokenizer, what=f"model {str(model_path)!r}")
-        except ValueError as e:
-            raise ProbeInputError(f"--model {str(model_path)!r}: {e}") from None
-        if lm.config.vocab_size < lang.vocab.size:
-            raise ProbeInputError(
-                f"--model {str(model_path)!r}: vocab_size {lm.config.vocab_size} is smaller than "
-                f"the language's {lang.vocab.size} tokens"
-            )
+        lang = load_language(language)
+        for s, m in zip(sources, loaded, strict=True):
+            check_language(m, lang, str(s) if isinstance(s, Path) else m.info.id)
+    from probes.loss_model import geometry as geometry_of
+    from probes.loss_model import horizon as horizon_of
+
     try:
-        geometry = lm.geometry(
+        geometry = geometry_of(
+            lm,
             mem_len=mem,
             tgt_len=tgt_len,
             clamp_len=clamp_len,
@@ -289,31 +353,14 @@ def run(
         )
     except ValueError as e:
         raise ProbeInputError(f"bad evaluation geometry: {e}") from None
-    group = []
-    if getattr(cls, "model_group", False):
-        group = [lm]
-        for p in paths[1:]:
-            progress.log(f"loading {p} (model group) …")
-            try:
-                other = adapters.load(p, evaluator=evaluator, device=dev, dtype=dtype)
-            except adapters.AdapterError as e:
-                raise ProbeInputError(str(e)) from None
-            if lang is not None:
-                try:
-                    lang.check_compatible(other.tokenizer, what=f"model {str(p)!r}")
-                except ValueError as e:
-                    raise ProbeInputError(f"--model {str(p)!r}: {e}") from None
-            group.append(other)
-    from probes.loss_model import horizon as horizon_of
-
+    group = loaded if getattr(cls, "model_group", False) else []
     hz = horizon_of(lm, geometry)
-    n_pairs = n or (cls.quick_n if quick else cls.default_n)
     ctx = RunContext(
         model=lm,
         geometry=geometry,
         horizon=hz,
         lang=lang,
-        n=n_pairs,
+        n=n or (cls.quick_n if quick else cls.default_n),
         seed=seed,
         quick=quick,
         progress=progress,
@@ -326,14 +373,11 @@ def run(
         raise
     except ValueError as e:
         raise ProbeInputError(f"probe {cls.name}: {e}") from None
-    try:
-        run_dir = RunDir.create(Path(out), cls.name, lm.info.id)
-    except RunDirError as e:
-        raise ProbeInputError(str(e)) from None
-
-    # ---------------------------------------------------------------- the run
+    names = [
+        str(s) if isinstance(s, Path) else m.info.path for s, m in zip(sources, loaded, strict=True)
+    ]
     options = {
-        "model": [str(p) for p in paths] if group else str(model_path),
+        "model": names if group else names[0],
         "mem": mem,
         "tgt_len": tgt_len,
         "clamp_len": clamp_len,
@@ -353,61 +397,89 @@ def run(
     if registry.is_file_spec(probe):
         file, attr = probe.rsplit(":", 1)
         spec = f"{Path(file).resolve()}:{attr}"
-    record = run_record(
-        cls, spec, params, options, lm, geometry, hz, lang, dev, n_threads, n_pairs, argv
-    )
-    if group:
-        record["group"] = [m.info.to_dict() for m in group]
-    run_dir.write_json("run.json", record)
-    ctx.run_dir = run_dir
-    progress.log(f"run directory {run_dir.path}")
+    return Prepared(cls, spec, params, instance, ctx, sources, options, threads, argv, t0)
+
+
+def _threads(n: int | None):
+    """torch's thread count for the run, restored after it (no torch loaded: nothing to set)."""
+    if "torch" not in sys.modules:
+        from contextlib import nullcontext
+
+        return nullcontext(None)
+    from probes import adapters
+
+    return adapters.threads(n)
+
+
+def execute(prepared: Prepared, *, out: str | os.PathLike | None = None) -> Summary:
+    """Create the run directory (under `out`, default: the prepared --out) and run. From here
+    a failure is internal or an interruption, and run.json records the status."""
+    p = prepared
+    cls, ctx, lm = p.cls, p.ctx, p.ctx.model
+    options = dict(p.options)
+    if out is not None:
+        options["out"] = str(out)
     try:
-        outcome = instance.execute(ctx)
-        plots = []
-        if outcome.arrays:
-            run_dir.write_npz("tokens.npz", outcome.arrays)
-        for draw in outcome.plots:
-            plots.append(draw(run_dir.path))
-        summary = Summary(
-            probe=cls.name,
-            version=cls.version,
-            model={"id": lm.info.id, "path": lm.info.path, "sha256": lm.info.sha256},
-            geometry=geometry.to_dict(),
-            n_pairs=outcome.n_pairs,
-            metrics=outcome.metrics,
-            bins=outcome.bins,
-            checks=outcome.checks,
-            verdict=outcome.verdict,
-            run_dir=str(run_dir.path),
-            params=params_mod.to_dict(params),
-            evaluator=evaluator,
-            dtype=dtype,
-            device=dev,
-            seed=seed,
-            n=n_pairs,
-            horizon=hz.to_dict(),
-            metric_docs=outcome.metric_docs,
-            higher_is_better=outcome.higher_is_better,
-            verdict_rule=_verdict_rule(),
-            elapsed_s=round(time.perf_counter() - t0, 3),
-            plots=plots,
-        )
-        run_dir.write_json("summary.json", summary.to_dict())
-        record["status"] = "complete" if summary.passed else "failed-check"
-        record["elapsed_s"] = summary.elapsed_s
+        run_dir = RunDir.create(Path(options["out"]), cls.name, lm.info.id)
+    except RunDirError as e:
+        raise ProbeInputError(str(e)) from None
+    with _threads(p.threads) as n_threads:
+        record = run_record(cls, p.spec, p.params, options, ctx, n_threads, p.argv)
         run_dir.write_json("run.json", record)
-        return summary
-    except KeyboardInterrupt:
-        record["status"] = "interrupted"
-        run_dir.write_json("run.json", record)
-        raise
-    except BaseException as e:
-        record["status"] = "error"
-        record["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:500]
-        run_dir.write_json("run.json", record)
-        raise
-    finally:
-        run_dir.close()
+        ctx.run_dir = run_dir
+        ctx.log(f"run directory {run_dir.path}")
+        try:
+            outcome = p.instance.execute(ctx)
+            if outcome.arrays:
+                run_dir.write_npz("tokens.npz", outcome.arrays)
+            plots = [draw(run_dir.path) for draw in outcome.plots]
+            summary = Summary(
+                probe=cls.name,
+                version=cls.version,
+                model={"id": lm.info.id, "path": lm.info.path, "sha256": lm.info.sha256},
+                geometry=ctx.geometry.to_dict(),
+                n_pairs=outcome.n_pairs,
+                metrics=outcome.metrics,
+                bins=outcome.bins,
+                checks=outcome.checks,
+                verdict=outcome.verdict,
+                run_dir=str(run_dir.path),
+                params=params_mod.to_dict(p.params),
+                evaluator=lm.info.evaluator,
+                dtype=lm.info.dtype,
+                device=lm.info.device,
+                seed=ctx.seed,
+                n=ctx.n,
+                horizon=ctx.horizon.to_dict(),
+                metric_docs=outcome.metric_docs,
+                higher_is_better=outcome.higher_is_better,
+                verdict_rule=_verdict_rule(),
+                elapsed_s=round(time.perf_counter() - p.t0, 3),
+                plots=plots,
+            )
+            run_dir.write_json("summary.json", summary.to_dict())
+            record["status"] = "complete" if summary.passed else "failed-check"
+            record["elapsed_s"] = summary.elapsed_s
+            run_dir.write_json("run.json", record)
+            return summary
+        except KeyboardInterrupt:
+            record["status"] = "interrupted"
+            run_dir.write_json("run.json", record)
+            raise
+        except BaseException as e:
+            record["status"] = "error"
+            record["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:500]
+            run_dir.write_json("run.json", record)
+            raise
+        finally:
+            run_dir.close()
+
+
+def run(probe: str, **options: Any) -> Summary:
+    """Run a probe and return its Summary: `prepare(probe, **options)` (every option of `probe
+    run`, see there), then `execute`. Raises ProbeInputError (one line) for bad input, before
+    anything is written."""
+    return execute(prepare(probe, **options))
 
 
 def _verdict_rule() -> str:
@@ -416,10 +488,11 @@ def _verdict_rule() -> str:
     return VERDICT_RULE
 
 
-def run_record(cls, spec, params, options, lm, geometry, hz, lang, device, threads, n_pairs, argv):
+def run_record(cls, spec, params, options, ctx: RunContext, threads, argv) -> dict[str, Any]:
     """run.json: everything needed to know where a result came from and to repeat it."""
     from probes import __version__, provenance
 
+    lm, lang = ctx.model, ctx.lang
     synth_info = None
     if lang is not None:
         import hashlib
@@ -449,14 +522,15 @@ def run_record(cls, spec, params, options, lm, geometry, hz, lang, device, threa
         "params": params_mod.to_dict(params),
         "options": options,
         "model": lm.info.to_dict(),
-        "geometry": geometry.to_dict(),
-        "horizon": hz.to_dict(),
+        **({"group": [m.info.to_dict() for m in ctx.group]} if ctx.group else {}),
+        "geometry": ctx.geometry.to_dict(),
+        "horizon": ctx.horizon.to_dict(),
         "evaluator": lm.info.evaluator,
         "dtype": lm.info.dtype,
-        "device": device,
+        "device": lm.info.device,
         "threads": threads,
         "seeds": {"seed": options["seed"], "namespace": "probe"},
-        "n_per_group": n_pairs,
+        "n_per_group": ctx.n,
         "git": provenance.git_state(),
         "package_version": __version__,
         "synth": synth_info,

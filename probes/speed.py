@@ -186,7 +186,7 @@ class Speed(Probe):
         return outcome
 
     def _plot(self, ctx, bins):
-        from probes.curves import line_plot
+        from probes.plots import line_plot
 
         xs = [b["attn_len"] for b in bins]
         series = {

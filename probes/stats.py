@@ -53,10 +53,6 @@ VERDICT_RULE = (
 )
 
 
-def _finite(x: float) -> float | None:
-    return float(x) if x is not None and math.isfinite(x) else None
-
-
 def t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float] | None:
     """Student-t interval of the mean; None for fewer than 2 values."""
     from scipy import stats
@@ -110,7 +106,8 @@ def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float] | None:
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # the ends are exact at k = 0 and k = n (rounding would put them a hair inside)
+    return (0.0 if k == 0 else max(0.0, centre - half), 1.0 if k == n else min(1.0, centre + half))
 
 
 def mdd(n: int, sd: float, k: int = 1, alpha: float = ALPHA, power: float = POWER) -> float | None:

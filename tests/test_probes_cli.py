@@ -157,6 +157,11 @@ def bad_inputs(model, foreign, tmp_path):
             "same_length",
         ),
         "unknown report dir": (["report", str(tmp_path / "nothing")], "not a run directory"),
+        "cross-doc --carry": (
+            ["run", "cross-doc", "--model", model, "--carry"],
+            "runs every cache policy",
+        ),
+        "fact-insert --lead": (["run", "fact-insert", "--model", model, "--lead", "8-9"], "--lead"),
     }
 
 
@@ -165,6 +170,7 @@ def bad_inputs(model, foreign, tmp_path):
     [
         "unknown probe", "--mem -1", "--mem abc", "--n 0", "missing model", "foreign vocabulary",
         "unwritable --out", "bad distance", "same_length with mem 0", "unknown report dir",
+        "cross-doc --carry", "fact-insert --lead",
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_exit_2_and_leaves_no_run_dir(model, foreign_model, tmp_path, case):
@@ -211,3 +217,24 @@ def test_list_json_and_report_and_rerun(model, tmp_path):
     assert r.exit_code == 0, r.stderr
     res = json.loads(r.stdout)
     assert res["match"] == "exact" and res["differences"] == []
+
+
+@pytest.mark.parametrize("args", [[], ["run"], ["synth"]])
+def test_a_group_without_a_command_prints_its_help_unflattened(args):
+    r = invoke(args)
+    assert r.exit_code in (0, 2)  # as click does (2 since click 8.2)
+    text = r.stdout + r.stderr
+    assert text.startswith("Usage:") and "error:" not in text
+    assert len(text.splitlines()) > 5  # the help, not one flattened line
+    assert any(line.lstrip().startswith("-h, --help") for line in text.splitlines())
+
+
+def test_cross_doc_records_the_policies_it_ran(model, tmp_path):
+    r = invoke(
+        ["run", "cross-doc", "--model", model, "--out", str(tmp_path), "--json", "--n", "2",
+         "--distance", "4-8", "--quiet"]
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["metrics"]["policies"] == ["reset", "carry", "foreign"]
+    assert "policies" in doc["metric_docs"]

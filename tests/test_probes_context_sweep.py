@@ -14,7 +14,7 @@ from probes import params as pm
 from probes.base import RunContext
 from probes.cli import cli
 from probes.context_sweep import ContextSweep, effective_context
-from probes.loss_model import horizon
+from probes.loss_model import geometry, horizon
 from probes.planted import PlantedModel
 from probes.testing import tiny_checkpoint
 from synth.language import Language
@@ -69,7 +69,7 @@ def test_truncated_scorer_is_the_recompute_evaluator(model):
     docs = np.zeros_like(tokens)
     pos = np.zeros(tokens.shape, dtype=bool)
     pos[:, 40:] = True
-    g = cached.geometry(mem_len=12, tgt_len=8)  # recompute window = 12 + 8
+    g = geometry(cached, mem_len=12, tgt_len=8)  # recompute window = 12 + 8
     a = cached.score_window(tokens, docs, pos, 20, g)
     b = recompute.score(tokens, docs, pos, g)
     np.testing.assert_array_equal(a.nll, b.nll)

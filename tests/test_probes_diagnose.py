@@ -43,7 +43,12 @@ def invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
-def test_json_is_one_document_with_every_row_and_one_run_directory(models, tmp_path):
+def test_json_is_one_document_with_every_row_and_one_run_directory(models, tmp_path, monkeypatch):
+    from probes import adapters
+
+    loads = []
+    real_load = adapters.load
+    monkeypatch.setattr(adapters, "load", lambda p, **kw: loads.append(p) or real_load(p, **kw))
     r = invoke("diagnose", "--model", models["m"], "--quick", "--out", tmp_path, "--json")
     assert r.exit_code == 0, r.stderr
     assert r.stderr == ""
@@ -67,6 +72,9 @@ def test_json_is_one_document_with_every_row_and_one_run_directory(models, tmp_p
     assert json.loads((run_dir / "summary.json").read_text())["rows"] == doc["rows"]
     assert doc["passed"]
     assert all(c["passed"] for checks in doc["checks"].values() for c in checks.values())
+    assert sorted(map(str, loads)) == sorted(
+        [str(models["m"]), str(models["sibling"])]
+    )  # once each
 
 
 def test_table_on_stdout_and_no_recl_without_a_group(models, tmp_path):
@@ -104,17 +112,34 @@ def test_a_failed_own_check_exits_1(models, tmp_path, monkeypatch):
     assert json.loads(run.read_text())["status"] == "failed-check"
 
 
+@pytest.fixture(scope="module")
+def foreign_group(tmp_path_factory):
+    """A model whose -mem0 sibling speaks another language: only recl (the last probe, the one
+    that takes the group) can find out."""
+    from synth.language import Language, LanguageConfig
+
+    root = tmp_path_factory.mktemp("foreign")
+    lang = Language(LanguageConfig(n_entities=40, seed=3))
+    tiny_checkpoint(root / "f-mem0", mem_len=0, tgt_len=16, language=lang)
+    return tiny_checkpoint(root / "f", mem_len=16, tgt_len=16)
+
+
 @pytest.mark.parametrize(
-    "args",
+    ("args", "needle"),
     [
-        ["--model", "/nonexistent/model"],
-        ["--mem", "-1"],
-        ["--skip", "speed"],
-        ["--mem", "abc"],
+        (["--model", "/nonexistent/model"], "does not exist"),
+        (["--mem", "-1"], "--mem"),
+        (["--skip", "speed"], "--skip"),
+        (["--mem", "abc"], "--mem"),
+        (["--tgt-len", "4", "--quick"], "--first 4"),  # boundary: first positions < segment
+        (["--model", "FOREIGN_GROUP", "--quick"], "language mismatch"),  # found by recl, last
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_leaves_nothing(models, tmp_path, args):
+def test_bad_input_is_one_line_exit_2_and_leaves_nothing(
+    models, foreign_group, tmp_path, args, needle
+):
     out = tmp_path / "out"
+    args = [str(foreign_group) if a == "FOREIGN_GROUP" else a for a in args]
     r = invoke(
         "diagnose",
         "--out",
@@ -122,6 +147,47 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing(models, tmp_path, args)
         *(["--model", models["m"]] if "--model" not in args else []),
         *args,
     )
-    assert r.exit_code == 2
+    assert r.exit_code == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("error:")
+    assert needle in r.stderr
     assert not out.exists()
+
+
+def test_mem_0_leaves_recl_out_with_the_reason_and_runs_the_rest(models, tmp_path):
+    """At --mem 0 the attention holds one context (mem + tgt = tgt): RECL cannot compare two.
+    A natural diagnose run, so the RECL row is skipped with the reason, not refused."""
+    only = ONLY_FACT_SWAP[:-2]  # every skip but recl's
+    r = invoke("diagnose", "--model", models["m"], "--mem", "0", "--quick", "--out", tmp_path,
+               "--json", *only)  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [row["effect"] for row in doc["rows"]] == EFFECTS[1:3]  # fact-swap's two rows
+    (note,) = [s for s in doc["skipped"] if s.startswith("recl")]
+    assert "two contexts" in note and "mem_len 0" in note
+    assert doc["geometry"]["mem_len"] == 0 and "recl" not in doc["runs"]
+    table = invoke("report", doc["run_dir"])
+    assert table.exit_code == 0 and "skipped:" in table.stdout and "two contexts" in table.stdout
+
+
+def test_rerun_of_a_diagnose_directory_reproduces_its_table(models, tmp_path):
+    r = invoke("diagnose", "--model", models["m"], "--quick", "--out", tmp_path, "--json",
+               *ONLY_FACT_SWAP)  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    run_dir = json.loads(r.stdout)["run_dir"]
+    again = invoke("rerun", run_dir, "--json")
+    assert again.exit_code == 0, again.stderr
+    res = json.loads(again.stdout)
+    assert res["match"] == "exact" and res["differences"] == [] and res["passed"]
+    assert res["rerun"] != run_dir
+
+
+def test_rerun_of_a_directory_that_names_no_run_is_one_line_exit_2(tmp_path):
+    from probes.results import SCHEMA_VERSION, write_json
+
+    d = tmp_path / "odd"
+    d.mkdir()
+    write_json(d / "run.json", {"schema_version": SCHEMA_VERSION, "status": "complete"})
+    write_json(d / "summary.json", {"rows": []})
+    r = invoke("rerun", d)
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "neither a probe nor" in r.stderr

@@ -9,7 +9,7 @@ import pytest
 import probes
 from probes import adapters
 from probes.base import RunContext
-from probes.loss_model import LossModel, horizon
+from probes.loss_model import LossModel, geometry, horizon
 from probes.paired import Job, PairedProbe
 from probes.testing import tiny_checkpoint
 
@@ -38,7 +38,7 @@ def test_adapter_satisfies_the_protocol(models):
 
 def test_forked_scores_equal_unforked_scores(models):
     lm = adapters.load(models["mem"])
-    g = lm.geometry(tgt_len=8)
+    g = geometry(lm, tgt_len=8)
     rng = np.random.default_rng(0)
     R, N = 5, 61
     tokens = np.tile(rng.integers(2, 300, size=N), (R, 1))
@@ -246,3 +246,60 @@ def test_probe_from_a_file_runs_and_reruns(models, tmp_path):
 
     res = rerun(s.run_dir, progress=False)
     assert res["match"] == "exact", res["differences"][:3]
+
+
+def test_an_external_loss_model_goes_through_probes_run(models, tmp_path):
+    """Anything with the LossModel protocol (info, tokenizer, default_geometry, score) runs a
+    probe like a checkpoint: here the planted model, with no torch and no checkpoint."""
+    from probes.planted import PlantedModel
+    from synth.language import Language
+
+    lm = PlantedModel(mem_len=16, tgt_len=16, copy=2.0, tokenizer=Language.default().to_json())
+    assert isinstance(lm, LossModel)
+    s = probes.run("fact-swap", model=lm, distance="8-14", n=4, mem=8, out=tmp_path, progress=False)
+    assert s.model["id"] == lm.info.id and s.geometry["mem_len"] == 8 and s.passed
+    assert s.bins[0]["delta_mean"] > 0  # the planted copy reads the fact inside its reach
+
+
+def test_an_external_model_in_another_language_is_refused(tmp_path):
+    from probes.planted import PlantedModel
+    from synth.language import Language, LanguageConfig
+
+    other = Language(LanguageConfig(n_entities=40, seed=3)).to_json()
+    with pytest.raises(probes.ProbeInputError, match="language mismatch"):
+        probes.run("fact-swap", model=PlantedModel(tokenizer=other), out=tmp_path, progress=False)
+    assert not (tmp_path / "fact-swap").exists()
+
+
+def test_a_library_run_leaves_torch_thread_count_as_it_found_it(models, tmp_path):
+    import torch
+
+    before = torch.get_num_threads()
+    want = 1 if before != 1 else 2
+    s = probes.run(
+        "fact-swap", model=models["mem"], distance="8-14", n=2, threads=want, out=tmp_path,
+        progress=False,
+    )  # fmt: skip
+    run = json.loads((tmp_path / "fact-swap").glob("*/*/run.json").__next__().read_text())
+    assert run["threads"] == want and s.passed
+    assert torch.get_num_threads() == before
+
+
+def test_the_adapter_states_its_vocabulary_and_leaves_a_model_as_it_is(models):
+    import torch
+
+    from txl.checkpoint import load_checkpoint
+
+    model = load_checkpoint(models["mem"]).model.train()
+    lm = adapters.wrap(model)
+    assert lm.model is model and lm.info.vocab_size == model.config.vocab_size
+    tokens = np.arange(2, 42).reshape(1, 40)
+    pos = np.zeros(tokens.shape, dtype=bool)
+    pos[0, 1:] = True
+    a = lm.score(tokens, np.zeros_like(tokens), pos, lm.default_geometry())
+    assert model.training  # the training flag is as it was
+    model.eval()
+    b = lm.score(tokens, np.zeros_like(tokens), pos, lm.default_geometry())
+    assert not model.training
+    np.testing.assert_array_equal(a.nll, b.nll)
+    assert next(model.parameters()).dtype == torch.float32

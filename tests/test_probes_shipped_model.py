@@ -1,0 +1,71 @@
+"""The shipped models (probes/models/default and its no-recurrence sibling default-mem0): they
+load, speak the language the probes write in, and `probe run fact-swap --quick --model default`
+runs. Skipped while a model is not there (it is trained separately and committed later); the
+other tests never use it."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from probes.runner import PACKAGE_MODELS
+from synth.language import Language
+
+NAMES = ("default", "default-mem0")
+
+
+def shipped(name):
+    path = PACKAGE_MODELS / name
+    if not path.is_dir():
+        pytest.skip(f"probes/models/{name} is not shipped yet")
+    return path
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_shipped_model_loads_and_its_tokenizer_is_a_synth_language(name):
+    from probes import adapters
+
+    lm = adapters.load(shipped(name), device="cpu")
+    lang = Language.from_json(lm.tokenizer)
+    lang.check_compatible(lm.tokenizer, what=f"shipped model {name!r}")
+    assert lm.info.vocab_size >= lang.vocab.size
+    assert lm.info.sha256 and lm.info.id.startswith(name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_shipped_model_speaks_the_default_language(name):
+    """`probe run PROBE` without --language writes Language.default(): the shipped model must
+    read it, or the first command of the README fails."""
+    from probes import adapters
+
+    lm = adapters.load(shipped(name), device="cpu")
+    assert Language.from_json(lm.tokenizer) == Language.default()
+
+
+def test_shipped_pair_is_a_model_and_its_no_recurrence_sibling():
+    from probes import adapters
+
+    main = adapters.load(shipped("default"), device="cpu")
+    sibling = adapters.load(shipped("default-mem0"), device="cpu")
+    assert main.info.train_mem_len > 0 and sibling.info.train_mem_len == 0
+    assert Language.from_json(main.tokenizer) == Language.from_json(sibling.tokenizer)
+
+
+def test_fact_swap_quick_runs_on_the_shipped_model(tmp_path):
+    path = shipped("default")
+    from probes import adapters
+    from probes.cli import cli
+
+    lang_args = []
+    if Language.from_json(adapters.load(path, device="cpu").tokenizer) != Language.default():
+        lang_args = ["--language", str(path)]  # its own language (the test above says why not)
+    r = CliRunner().invoke(
+        cli,
+        ["run", "fact-swap", "--quick", "--model", "default", "--device", "cpu",
+         "--out", str(tmp_path), "--json", *lang_args],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert r.exit_code == 0, (r.stdout[-500:], r.stderr)  # its own checks pass too
+    doc = json.loads(r.stdout)
+    assert doc["probe"] == "fact-swap" and doc["model"]["path"] == str(path.resolve())
+    assert doc["n_pairs"] > 0 and doc["run_dir"].startswith(str(tmp_path))
