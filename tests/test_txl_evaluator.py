@@ -8,44 +8,16 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from txl_helpers import POS_ENCS, one_thread, tiny_model  # noqa: F401 (one_thread: autouse)
 
-from txl.config import TXLConfig
 from txl.evaluator import recompute_nll, stream_nll
 from txl.geometry import Geometry
-from txl.model import TransformerXL
 
 VOCAB = 17
-POS_ENCS = ("rel", "shaw", "abs", "learned")
 TOL = dict(rtol=0.0, atol=1e-6)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-def _model(pos_enc: str) -> TransformerXL:
-    config = TXLConfig(
-        vocab_size=VOCAB,
-        n_layer=2,
-        d_model=16,
-        n_head=2,
-        d_head=8,
-        d_inner=32,
-        tgt_len=4,
-        mem_len=4,
-        init_std=0.3,
-        max_pos=9,
-        pos_enc=pos_enc,
-    )
-    torch.manual_seed(0)
-    return TransformerXL(config).double().eval()
-
-
-MODELS = {p: _model(p) for p in POS_ENCS}
+MODELS = {p: tiny_model(VOCAB, max_pos=9, pos_enc=p) for p in POS_ENCS}
 
 
 def _data(seed: int, B: int = 2, N: int = 15, n_docs: int = 2):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from txl_helpers import one_thread, tiny_model  # noqa: F401 (one_thread: autouse)
 
-from txl.config import TXLConfig
 from txl.geometry import Geometry
 from txl.memory import Memory
 from txl.model import TransformerXL
@@ -18,30 +18,11 @@ from txl.model import TransformerXL
 VOCAB = 19
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _model(**overrides) -> TransformerXL:
-    base = dict(
-        vocab_size=VOCAB,
-        n_layer=2,
-        d_model=16,
-        n_head=2,
-        d_head=8,
-        d_inner=32,
-        tgt_len=5,
-        mem_len=5,
-        init_std=0.3,
-        tie_weight=False,  # input embedding rows then get gradient only through the inputs
+    # tie_weight=False: input embedding rows then get gradient only through the inputs
+    return tiny_model(
+        VOCAB, train=True, **{"tgt_len": 5, "mem_len": 5, "tie_weight": False, **overrides}
     )
-    base.update(overrides)
-    torch.manual_seed(0)
-    return TransformerXL(TXLConfig(**base)).double().train()
 
 
 def _segments():

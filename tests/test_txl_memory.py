@@ -10,8 +10,8 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from txl_helpers import POS_ENCS, one_thread, tiny_model  # noqa: F401 (one_thread: autouse)
 
-from txl.config import TXLConfig
 from txl.evaluator import stream_nll
 from txl.geometry import Geometry
 from txl.masking import attention_mask
@@ -19,33 +19,11 @@ from txl.memory import Memory
 from txl.model import TransformerXL
 
 VOCAB = 17
-POS_ENCS = ("rel", "shaw", "abs", "learned")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _model(**overrides) -> TransformerXL:
-    base = dict(
-        vocab_size=VOCAB,
-        n_layer=2,
-        d_model=16,
-        n_head=2,
-        d_head=8,
-        d_inner=32,
-        tgt_len=4,
-        mem_len=4,  # the training mem_len; the tests evaluate with others
-        init_std=0.3,
-        max_pos=8,
-    )
-    base.update(overrides)
-    torch.manual_seed(0)
-    return TransformerXL(TXLConfig(**base)).double().eval()
+    # mem_len 4 is the training mem_len; the tests evaluate with others
+    return tiny_model(VOCAB, **{"max_pos": 8, **overrides})
 
 
 MODELS = {p: _model(pos_enc=p) for p in POS_ENCS}

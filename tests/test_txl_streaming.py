@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
+from txl_helpers import POS_ENCS, one_thread, tiny_model  # noqa: F401 (one_thread: autouse)
 
-from txl.config import TXLConfig
 from txl.evaluator import stream_nll
 from txl.geometry import Geometry
 from txl.model import TransformerXL
@@ -30,34 +30,11 @@ from txl.model import TransformerXL
 TOL = dict(rtol=0.0, atol=1e-6)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models: one thread is ~50× faster than two busy-waiting OpenMP threads on shared cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 VOCAB = 17
 
 
 def _model(**overrides) -> TransformerXL:
-    base = dict(
-        vocab_size=VOCAB,
-        n_layer=3,
-        d_model=16,
-        n_head=2,
-        d_head=8,
-        d_inner=32,
-        tgt_len=4,
-        mem_len=4,
-        init_std=0.3,
-        max_pos=12,
-    )
-    base.update(overrides)
-    torch.manual_seed(0)
-    model = TransformerXL(TXLConfig(**base)).double().eval()
+    model = tiny_model(VOCAB, **{"n_layer": 3, "max_pos": 12, **overrides})
     with torch.no_grad():  # every parameter matters, biases and LayerNorm shifts included
         model.out_bias.normal_(0.0, 0.3)
         for module in model.modules():
@@ -71,7 +48,7 @@ MODELS = {
     "rel-pre-ln-untie-r": _model(pre_lnorm=True, untie_r=True, tie_weight=False),
     "shaw-post-ln": _model(pos_enc="shaw"),
 }
-CAUSAL_MODELS = {p: _model(pos_enc=p, n_layer=2) for p in ("rel", "shaw", "abs", "learned")}
+CAUSAL_MODELS = {p: _model(pos_enc=p, n_layer=2) for p in POS_ENCS}
 
 
 # ----------------------------------------------------------------------------- reference
