@@ -26,7 +26,8 @@ fill `metrics`/`bins` with their own names and document them in `metric_docs`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -74,6 +75,26 @@ class RunContext:
     def log(self, message: str) -> None:
         if self.progress is not None:
             self.progress.log(message)
+
+    def sample(self, record: dict) -> None:
+        """Append one record to the run's samples.jsonl (nothing without a run directory)."""
+        if self.run_dir is not None:
+            self.run_dir.append_sample(record)
+
+    @contextmanager
+    def steps(self, total: int, description: str) -> Iterator[Callable[[int], None]]:
+        """Show progress over `total` steps while the block runs; yields `advance(k)`."""
+        if self.progress is not None:
+            self.progress.start(total, description)
+        try:
+            yield self._advance
+        finally:
+            if self.progress is not None:
+                self.progress.stop()
+
+    def _advance(self, k: int = 1) -> None:
+        if self.progress is not None:
+            self.progress.advance(k)
 
 
 def hash_key(part: int | str) -> int:

@@ -96,9 +96,7 @@ class Boundary(Probe):
         scored = np.concatenate([k + 1 + np.arange(T) for k in seg_starts])
         per_batch = max(1, max_rows(ctx.model, ctx.geometry) // (S + 1))
         records, curves = [], []
-        if ctx.progress is not None:
-            ctx.progress.start(len(self.texts), f"{self.name}: scoring texts")
-        try:
+        with ctx.steps(len(self.texts), f"{self.name}: scoring texts") as advance:
             for lo in range(0, len(self.texts), per_batch):
                 rows = Rows()
                 layout = []
@@ -127,13 +125,8 @@ class Boundary(Probe):
                     )
                     records.append(rec)
                     curves.append(curve)
-                    if ctx.run_dir is not None:
-                        ctx.run_dir.append_sample(rec)
-                if ctx.progress is not None:
-                    ctx.progress.advance(len(layout))
-        finally:
-            if ctx.progress is not None:
-                ctx.progress.stop()
+                    ctx.sample(rec)
+                advance(len(layout))
         return self.summarize(ctx, records, curves)
 
     def _record(self, ctx, i, nll, nomem_row, r_main, r_docs, seg_starts, check):

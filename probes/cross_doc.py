@@ -156,9 +156,7 @@ class CrossDoc(Probe):
         order = sorted(range(len(self.pairs)), key=lambda i: len(self.pairs[i]["conf"]))
         records: list[dict | None] = [None] * len(self.pairs)
         toks: list[dict | None] = [None] * len(self.pairs)
-        if ctx.progress is not None:
-            ctx.progress.start(len(self.pairs), f"{self.name}: scoring pairs")
-        try:
+        with ctx.steps(len(self.pairs), f"{self.name}: scoring pairs") as advance:
             for start in range(0, len(order), per_batch):
                 idx = order[start : start + per_batch]
                 rows = Rows()
@@ -188,13 +186,8 @@ class CrossDoc(Probe):
                 for i, r_c, r_f, r_ca, r_fa in layout:
                     rec, tok = self._record(ctx, i, out, r_c, r_f, r_ca, r_fa)
                     records[i], toks[i] = rec, tok
-                    if ctx.run_dir is not None:
-                        ctx.run_dir.append_sample(rec)
-                if ctx.progress is not None:
-                    ctx.progress.advance(len(idx))
-        finally:
-            if ctx.progress is not None:
-                ctx.progress.stop()
+                    ctx.sample(rec)
+                advance(len(idx))
         return self.summarize(ctx, records, toks)
 
     def _record(self, ctx, i: int, out, r_c, r_f, r_ca, r_fa):

@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from probes.base import Outcome, ProbeInputError, RunContext
-from probes.fact_pairs import LEAD_HELP, base_example, check_lead, lead_range
-from probes.paired import Job, PairedProbe
+from probes.fact_pairs import LEAD_HELP, answer_job, base_example, check_lead, lead_range
+from probes.paired import PairedProbe
 from probes.params import param
 from probes.reach import parse_ranges
 from probes.registry import probe
@@ -137,20 +137,8 @@ class Distractor(PairedProbe):
                         pair = distract(base, erng, ctx.lang, query=0, k=k, kind=kind)
                     except ValueError as e:
                         raise ProbeInputError(f"distractor {kind} k={k}: {e}") from None
-                    bt, vt = pair.aligned_targets()
-                    q = base.queries[0]
-                    self.jobs.append(
-                        Job(
-                            group=g,
-                            pair=pair,
-                            base_targets=bt,
-                            variant_targets=vt,
-                            fact_end=base.facts[q.fact].span.end - 1,
-                            sign=1,
-                            info={"kind": kind, "k": k, "lead": lead, "base": b_id},
-                            base_id=b_id,
-                        )
-                    )
+                    info = {"kind": kind, "k": k, "lead": lead, "base": b_id}
+                    self.jobs.append(answer_job(g, pair, base, info, base_id=b_id, value_len=False))
 
     def effect_phrase(self, found: bool) -> str:
         return "distractors interfere" if found else "no evidence distractors interfere"

@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from probes.base import RunContext
-from probes.fact_pairs import FactParams, base_example, distance_bins, lead_range
-from probes.paired import Job, PairedProbe
+from probes.fact_pairs import FactParams, plan_by_distance
+from probes.paired import PairedProbe
 from probes.params import param
 from probes.registry import probe
 
@@ -50,33 +50,12 @@ class FactDelete(PairedProbe):
     delta_doc = "mean over answer tokens of NLL(variant: fact deleted) − NLL(base), nats"
 
     def plan(self, ctx: RunContext) -> None:
-        from synth import rng as rnd
         from synth.edits import delete
 
-        bins = distance_bins(self.params.distance, ctx)
-        lead_lo, lead_hi = lead_range(self.params.lead, ctx)
-        self.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
-        self.jobs = []
-        for g, (lo, hi) in enumerate(bins):
-            rng = ctx.rng(self.name, lo, hi)
-            for _ in range(ctx.n):
-                d = rnd.randrange(rng, lo, hi)
-                lead = rnd.randrange(rng, lead_lo, lead_hi)
-                base = base_example(ctx, rng, d, lead)
-                pair = delete(base, rng, ctx.lang, query=0, same_length=self.params.fill)
-                bt, vt = pair.aligned_targets()
-                q = base.queries[0]
-                self.jobs.append(
-                    Job(
-                        group=g,
-                        pair=pair,
-                        base_targets=bt,
-                        variant_targets=vt,
-                        fact_end=base.facts[q.fact].span.end - 1,
-                        sign=1,
-                        info={"lead": lead, "value_len": len(bt)},
-                    )
-                )
+        fill = self.params.fill
+        plan_by_distance(
+            self, ctx, lambda base, rng: delete(base, rng, ctx.lang, query=0, same_length=fill)
+        )
 
     def effect_phrase(self, found: bool) -> str:
         return "the fact's presence helps the answer" if found else "no evidence the fact helps"

@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from probes.base import Outcome, RunContext
-from probes.fact_pairs import DistanceParams, base_example, distance_bins
-from probes.paired import Job, PairedProbe
+from probes.fact_pairs import DistanceParams, answer_job, base_example, distance_bins
+from probes.paired import PairedProbe
 from probes.params import param
 from probes.registry import probe
 
@@ -85,19 +85,8 @@ class FactInsert(PairedProbe):
                     d = rnd.randrange(rng, lo, hi)
                     base = base_example(ctx, rng, d, depth, supported=False)
                     pair = insert(base, rng, ctx.lang, distance=d, query=0)
-                    bt, vt = pair.aligned_targets()
-                    q = pair.variant.queries[0]
-                    self.jobs.append(
-                        Job(
-                            group=g,
-                            pair=pair,
-                            base_targets=bt,
-                            variant_targets=vt,
-                            fact_end=pair.variant.facts[q.fact].span.end - 1,
-                            sign=-1,
-                            info={"depth": depth, "value_len": len(bt)},
-                        )
-                    )
+                    info = {"depth": depth}
+                    self.jobs.append(answer_job(g, pair, pair.variant, info, sign=-1))
 
     def effect_phrase(self, found: bool) -> str:
         return "the inserted fact helps" if found else "no evidence the inserted fact helps"

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from probes.base import ProbeInputError, RunContext
+from probes.paired import Job
 from probes.params import param
 from probes.reach import auto_bins, check_ranges, parse_ranges
 
@@ -84,3 +85,53 @@ def base_example(ctx: RunContext, rng, distance: int, lead: int, *, supported: b
         return make_example(ctx.lang, rng, [distance], lead=lead, supported=supported)
     except ValueError as e:
         raise ProbeInputError(f"cannot build an example at distance {distance}: {e}") from None
+
+
+def answer_job(
+    group: int,
+    pair,
+    stated_in,
+    info: dict,
+    *,
+    sign: int = 1,
+    alt: tuple[int, ...] | None = None,
+    base_id: int | None = None,
+    value_len: bool = True,
+) -> Job:
+    """The Job scoring query 0's answer in `pair`; distances run from the fact's last token in
+    `stated_in` (the example that states the fact). `value_len` appends the answer's length to
+    `info`."""
+    bt, vt = pair.aligned_targets()
+    q = stated_in.queries[0]
+    return Job(
+        group=group,
+        pair=pair,
+        base_targets=bt,
+        variant_targets=vt,
+        fact_end=stated_in.facts[q.fact].span.end - 1,
+        sign=sign,
+        alt=alt,
+        info={**info, "value_len": len(bt)} if value_len else info,
+        base_id=base_id,
+    )
+
+
+def plan_by_distance(probe, ctx: RunContext, edit, alt=None) -> None:
+    """Fill `probe.groups` (one per distance bin) and `probe.jobs` (ctx.n pairs per bin): a base
+    example per pair (`probe.params.distance` / `.lead`), `edit(base, rng)` makes its pair;
+    `alt(pair)`, if given, is the contrast answer."""
+    from synth import rng as rnd
+
+    bins = distance_bins(probe.params.distance, ctx)
+    lead_lo, lead_hi = lead_range(probe.params.lead, ctx)
+    probe.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
+    probe.jobs = []
+    for g, (lo, hi) in enumerate(bins):
+        rng = ctx.rng(probe.name, lo, hi)
+        for _ in range(ctx.n):
+            d = rnd.randrange(rng, lo, hi)
+            lead = rnd.randrange(rng, lead_lo, lead_hi)
+            base = base_example(ctx, rng, d, lead)
+            pair = edit(base, rng)
+            job_alt = None if alt is None else alt(pair)
+            probe.jobs.append(answer_job(g, pair, base, {"lead": lead}, alt=job_alt))

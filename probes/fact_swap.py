@@ -30,8 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from probes.base import RunContext
-from probes.fact_pairs import FactParams, base_example, distance_bins, lead_range
-from probes.paired import Job, PairedProbe
+from probes.fact_pairs import FactParams, plan_by_distance
+from probes.paired import PairedProbe
 from probes.registry import probe
 
 
@@ -50,34 +50,14 @@ class FactSwap(PairedProbe):
     )
 
     def plan(self, ctx: RunContext) -> None:
-        from synth import rng as rnd
         from synth.edits import replace
 
-        bins = distance_bins(self.params.distance, ctx)
-        lead_lo, lead_hi = lead_range(self.params.lead, ctx)
-        self.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
-        self.jobs = []
-        for g, (lo, hi) in enumerate(bins):
-            rng = ctx.rng(self.name, lo, hi)
-            for _ in range(ctx.n):
-                d = rnd.randrange(rng, lo, hi)
-                lead = rnd.randrange(rng, lead_lo, lead_hi)
-                base = base_example(ctx, rng, d, lead)
-                pair = replace(base, rng, ctx.lang, query=0)
-                bt, vt = pair.aligned_targets()
-                q = base.queries[0]
-                self.jobs.append(
-                    Job(
-                        group=g,
-                        pair=pair,
-                        base_targets=bt,
-                        variant_targets=vt,
-                        fact_end=base.facts[q.fact].span.end - 1,
-                        sign=1,
-                        alt=tuple(pair.meta["new_value"]),
-                        info={"lead": lead, "value_len": len(bt)},
-                    )
-                )
+        plan_by_distance(
+            self,
+            ctx,
+            lambda base, rng: replace(base, rng, ctx.lang, query=0),
+            alt=lambda pair: tuple(pair.meta["new_value"]),
+        )
 
     def effect_phrase(self, found: bool) -> str:
         return "the model reads the fact" if found else "no evidence the model reads the fact"

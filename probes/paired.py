@@ -145,22 +145,15 @@ class PairedProbe(Probe):
         order = sorted(range(len(self.jobs)), key=key)
         records: list[dict | None] = [None] * len(self.jobs)
         tokens_out: list[dict] = [{}] * len(self.jobs)
-        if ctx.progress is not None:
-            ctx.progress.start(len(self.jobs), f"{self.name}: scoring pairs")
-        try:
+        with ctx.steps(len(self.jobs), f"{self.name}: scoring pairs") as advance:
             for start in range(0, len(order), per_batch):
                 idx = order[start : start + per_batch]
                 for i, (rec, tok) in zip(idx, self._score_batch(ctx, idx, pad), strict=True):
                     rec = {"pair": i, **rec}
                     records[i] = rec
                     tokens_out[i] = tok
-                    if ctx.run_dir is not None:
-                        ctx.run_dir.append_sample(rec)
-                if ctx.progress is not None:
-                    ctx.progress.advance(len(idx))
-        finally:
-            if ctx.progress is not None:
-                ctx.progress.stop()
+                    ctx.sample(rec)
+                advance(len(idx))
         return self.summarize(ctx, records, tokens_out)
 
     def _score_batch(self, ctx: RunContext, idx: Sequence[int], pad: int):
