@@ -156,6 +156,28 @@ def fresh_value(
     ]
 
 
+def replacement_value(
+    lang: Language,
+    rng: np.random.Generator,
+    base: Example,
+    old: tuple[int, ...],
+    value: tuple[int, ...] | None,
+    same_length: bool,
+    edit: str,
+) -> tuple[int, ...]:
+    """The value to state instead of `old`: `value` checked (of `old`'s token length when
+    `same_length`), or a fresh one sharing no token with the example's values (of `old`'s length
+    when `same_length`, else any length)."""
+    if value is None:
+        return fresh_value(lang, rng, base, len(old) if same_length else None, exclude=set(old))
+    new = tuple(int(t) for t in value)
+    if same_length and len(new) != len(old):
+        raise ValueError(
+            f"{edit}: value has {len(new)} tokens but the fact's has {len(old)}; pass same_length=False"
+        )
+    return new
+
+
 def fresh_entity(
     lang: Language, rng: np.random.Generator, base: Example, exclude: set[int] = frozenset()
 ) -> int:

@@ -6,10 +6,10 @@ import numpy as np
 
 from synth.edits._common import (
     Op,
-    fresh_value,
     move,
     move_fact,
     move_query,
+    replacement_value,
     splice,
     supporting_fact,
 )
@@ -34,16 +34,9 @@ def replace(
     the answer contrast log p(A) − log p(B)."""
     _, fi, f = supporting_fact(base, query, "replace")
     old = f.value
-    if value is None:
-        new = fresh_value(lang, rng, base, len(old) if same_length else None, exclude=set(old))
-    else:
-        new = tuple(int(t) for t in value)
-        if same_length and len(new) != len(old):
-            raise ValueError(
-                f"replace: value has {len(new)} tokens but the fact's has {len(old)}; pass same_length=False"
-            )
-        if new == old:
-            raise ValueError("replace: the new value equals the old one")
+    new = replacement_value(lang, rng, base, old, value, same_length, "replace")
+    if value is not None and new == old:
+        raise ValueError("replace: the new value equals the old one")
     sp = splice(base, [Op(f.value_span.start, f.value_span.end, np.array(new))])
     s = sp.starts[0]
     facts = [move_fact(x, sp) if i != fi else None for i, x in enumerate(base.facts)]

@@ -8,12 +8,12 @@ from synth.edits._common import (
     Op,
     assemble_variant,
     exact_op,
-    fresh_value,
     move,
     move_fact,
     move_query,
     new_fact,
     random_ops,
+    replacement_value,
     splice,
     supporting_fact,
 )
@@ -43,14 +43,7 @@ def update(
         raise ValueError(f"update: answer must be 'keep' or 'new', got {answer!r}")
     q, fi, f = supporting_fact(base, query, "update")
     old = f.value
-    if value is None:
-        new = fresh_value(lang, rng, base, len(old) if same_length else None, exclude=set(old))
-    else:
-        new = tuple(int(t) for t in value)
-        if same_length and len(new) != len(old):
-            raise ValueError(
-                f"update: value has {len(new)} tokens, the fact's has {len(old)}; pass same_length=False"
-            )
+    new = replacement_value(lang, rng, base, old, value, same_length, "update")
     toks = lang.fact_tokens(f.entity, f.attribute, new)
     doc = int(base.doc_ids[q.span.start])
     if distance is None:
