@@ -9,6 +9,7 @@ import sys
 import click
 
 from probes.diagnose import ALL_PROBES  # probes/diagnose.py keeps its heavy imports inside
+from probes.options import common_options
 
 
 @click.command(
@@ -22,35 +23,15 @@ from probes.diagnose import ALL_PROBES  # probes/diagnose.py keeps its heavy imp
     help="Checkpoint directory or shipped model name; repeat it to give the model group for "
     "RECL (the first is the model diagnosed). [default: default, and its -mem0 sibling]",
 )
-@click.option("--mem", type=click.IntRange(min=0), metavar="N", help="Eval mem_len.")
-@click.option("--tgt-len", "tgt_len", type=click.IntRange(min=1), metavar="N")
-@click.option("--clamp-len", "clamp_len", type=click.IntRange(min=1), metavar="N")
-@click.option("--same-length/--no-same-length", "same_length", default=None)
 @click.option(
     "--n", "n", type=click.IntRange(min=1), metavar="N", help="Pairs per group for every probe."
 )
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, metavar="N")
-@click.option(
-    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True
-)
-@click.option(
-    "--dtype",
-    type=click.Choice(["float32", "float64", "bfloat16"]),
-    default="float32",
-    show_default=True,
-)
-@click.option("--threads", type=click.IntRange(min=1), metavar="N")
-@click.option("--language", metavar="FILE", help="Synth language JSON (or a checkpoint dir).")
-@click.option("--out", default="results", show_default=True, metavar="DIR")
-@click.option("--quick", is_flag=True, help="Every probe's quick n: a smoke run.")
 @click.option(
     "--skip",
     multiple=True,
     type=click.Choice(ALL_PROBES),
     help="Leave a probe out (repeatable).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON document on stdout.")
-@click.option("--quiet", is_flag=True, help="No progress or logs on stderr.")
 def diagnose_command(as_json: bool, quiet: bool, model: tuple[str, ...], **kw) -> None:
     """Boundary repair, retrieval, topic adaptation, stale state and effective context of one
     model, in one table with 95% intervals; writes one run directory with every probe's run.
@@ -79,3 +60,10 @@ def diagnose_command(as_json: bool, quiet: bool, model: tuple[str, ...], **kw) -
         print_table(summary)
     if not summary["passed"]:
         click.get_current_context().exit(EXIT_CHECK)
+
+
+# The geometry, seed, device and output options of `probe run`, declared once (probes/options.py);
+# diagnose runs every cache policy it needs itself (no --reset/--carry) and only the cached evaluator.
+SHARED = ("mem", "tgt_len", "clamp_len", "same_length", "seed", "device", "dtype", "threads",
+          "language", "out", "quick", "as_json", "quiet")  # fmt: skip
+diagnose_command.params.extend(o for o in common_options() if o.name in SHARED)
