@@ -226,29 +226,35 @@ def plan_sparse(
 def plan_bursty(lang: Language, rng: np.random.Generator, cfg, pool: np.ndarray) -> DocPlan:
     """`bursty_pairs` random entity→value pairs (single-token values), repeated in random order all
     through the document, with 0..bursty_gap random filler words between pairs. Every repeat's value
-    is a target (predictable only from earlier in the document)."""
+    is a target (predictable only from earlier in the document). With `bursty_sep` each pair reads
+    "ENTITY is VALUE": the value then sits two tokens after its key, as in a fact ("… ENTITY is
+    VALUE .") and its query ("… ENTITY : VALUE ."), so the lookup learned here is the one facts need
+    (match the token before the separator, not the separator itself)."""
     L = rnd.randrange(rng, *cfg.bursty_len)
     tokens, kind, dist = _new(L, lang.vocab.eod_id)
     P = min(cfg.bursty_pairs, len(pool), len(lang.value_word_ids))
     keys = np.array(rnd.sample(rng, pool, P), dtype=np.int64)
     vals = np.array(rnd.sample(rng, lang.value_word_ids, P), dtype=np.int64)
-    n = L // 2  # more pairs than can fit; cut below
+    width = 3 if cfg.bursty_sep else 2  # tokens of one pair: key [is] value
+    n = L // width  # more pairs than can fit; cut below
     idx = np.minimum((rng.random(n) * P).astype(np.int64), P - 1)
     gaps = np.minimum((rng.random(n) * (cfg.bursty_gap + 1)).astype(np.int64), cfg.bursty_gap)
-    starts = 1 + np.cumsum(gaps) + 2 * np.arange(n)  # pair i's key position
-    fit = starts + 1 < L
+    starts = 1 + np.cumsum(gaps) + width * np.arange(n)  # pair i's key position
+    fit = starts + width - 1 < L
     idx, starts = idx[fit], starts[fit]
     tokens[starts] = keys[idx]
-    tokens[starts + 1] = vals[idx]
+    if cfg.bursty_sep:
+        tokens[starts + 1] = lang.is_id
+    tokens[starts + width - 1] = vals[idx]
     # a value is a target once its key has been seen; distance from its previous occurrence
     order = np.argsort(idx, kind="stable")
     sorted_idx, sorted_starts = idx[order], starts[order]
     same = np.concatenate([[False], sorted_idx[1:] == sorted_idx[:-1]])
     prev = np.concatenate([[-1], sorted_starts[:-1]])
     rep = order[same]
-    vpos = starts[rep] + 1
+    vpos = starts[rep] + width - 1
     kind[vpos] = BURSTY
-    dist[vpos] = vpos - (prev[same] + 1)
+    dist[vpos] = vpos - (prev[same] + width - 1)
     free = tokens < 0
     tokens[free] = lang.filler_ids[lang.grammar.sample_uniform(rng.random(int(free.sum())))]
     return DocPlan(tokens, kind, dist, -1, np.zeros(0))

@@ -71,6 +71,7 @@ class StreamConfig:
     bursty_len: tuple[int, int] = (64, 512)
     bursty_pairs: int = 8
     bursty_gap: int = 0  # up to this many random filler words between pairs
+    bursty_sep: bool = False  # "ENTITY is VALUE" instead of "ENTITY VALUE" (the facts' spacing)
     # sparse documents
     sparse_facts: int = 6
     sparse_len: int | None = None  # None: 2 × tgt_len (facts in segment 1, queries in segment 2)

@@ -51,6 +51,30 @@ def test_shipped_pair_is_a_model_and_its_no_recurrence_sibling():
     assert Language.from_json(main.tokenizer) == Language.from_json(sibling.tokenizer)
 
 
+def _training_config(name):
+    return json.loads((shipped(name) / "config.json").read_text())["training"]["config"]
+
+
+def test_shipped_sibling_has_the_same_recipe_and_budget_at_mem_0():
+    from txl.train_config import differences
+
+    main, sibling = _training_config("default"), _training_config("default-mem0")
+    assert differences(main, sibling) == ["eval.mem_len", "model.mem_len"]
+    assert sibling["model"]["mem_len"] == 0 and main["steps"] == sibling["steps"]
+
+
+@pytest.mark.parametrize(("name", "preset"), [("default", "tiny"), ("default-mem0", "tiny-mem0")])
+def test_shipped_model_is_what_its_preset_trains(name, preset):
+    """`nox -s train` (probe train --preset P --threads 1) retrains exactly this configuration."""
+    from txl.train_config import TrainConfig, differences, resolve_dict
+
+    shipped_config = _training_config(name)
+    resolved = resolve_dict(preset, overrides=["threads=1"])
+    resolved.pop("preset")
+    resolved["model"]["vocab_size"] = shipped_config["model"]["vocab_size"]
+    assert differences(TrainConfig.from_dict(resolved).to_dict(), shipped_config) == []
+
+
 def test_fact_swap_quick_runs_on_the_shipped_model(tmp_path):
     path = shipped("default")
     from probes import adapters

@@ -190,3 +190,23 @@ def test_config_round_trips_and_refuses_unknown_fields():
         StreamConfig.from_dict({**d, "p_bursy": 0.5})
     with pytest.raises(ValueError, match="distance bin"):
         StreamConfig(distance_bins=((2, 10, 1.0),))
+
+
+@pytest.mark.parametrize("gap", [0, 2])
+def test_bursty_sep_spaces_each_pair_like_a_fact(gap):
+    """With bursty_sep every bursty value reads "KEY is VALUE", and its previous occurrence is the
+    same key and value (so the value is predictable from the token before the separator only)."""
+    cfg = StreamConfig(
+        p_corpus=0, p_sparse=0, bursty_len=(16, 120), bursty_gap=gap, bursty_sep=True
+    )
+    rows, _ = rows_text(stream(config=cfg), 60)
+    tok, kind, dist = rows["tokens"], rows["target_kind"], rows["target_distance"]
+    n = 0
+    for r, t in zip(*np.nonzero(kind == BURSTY), strict=True):
+        d = int(dist[r, t])
+        assert tok[r, t - 1] == LANG.is_id and tok[r, t] in LANG.value_word_ids
+        if t - d - 2 >= 0:
+            assert tok[r, t - d] == tok[r, t] and tok[r, t - d - 2] == tok[r, t - 2]
+            assert tok[r, t - d - 1] == LANG.is_id
+            n += 1
+    assert n > 50
