@@ -113,9 +113,7 @@ class ContextSweep(Probe):
         means = {(c, s): np.zeros((C, len(self.texts))) for c in conds for s in SETS}
         acc = np.zeros((C, len(self.texts)))
         nll_all = {}
-        if ctx.progress is not None:
-            ctx.progress.start(C * len(conds), f"{self.name}: contexts")
-        try:
+        with ctx.steps(C * len(conds), f"{self.name}: contexts") as advance:
             for j, c in enumerate(self.contexts):
                 for cond in conds:
                     fn = truncated if cond == "truncated" else streaming
@@ -127,23 +125,18 @@ class ContextSweep(Probe):
                         nll_all[c] = np.concatenate(
                             [nll[i, t.scored] for i, t in enumerate(self.texts)]
                         )
-                    if ctx.progress is not None:
-                        ctx.progress.advance()
-                if ctx.run_dir is not None:
-                    ctx.run_dir.append_sample(
-                        {
-                            "c": c,
-                            **{
-                                f"{cond}_{s}_nll": means[cond, s][j].tolist()
-                                for cond in conds
-                                for s in SETS
-                            },
-                            "answer_accuracy": acc[j].tolist(),
-                        }
-                    )
-        finally:
-            if ctx.progress is not None:
-                ctx.progress.stop()
+                    advance(1)
+                ctx.sample(
+                    {
+                        "c": c,
+                        **{
+                            f"{cond}_{s}_nll": means[cond, s][j].tolist()
+                            for cond in conds
+                            for s in SETS
+                        },
+                        "answer_accuracy": acc[j].tolist(),
+                    }
+                )
         for (cond, _), v in means.items():
             if not np.all(np.isfinite(v)):
                 raise RuntimeError(f"{self.name}: the model returned a non-finite NLL ({cond})")

@@ -153,9 +153,7 @@ class RECL(Probe):
         scored = [t.scored for t in self.texts]
         N = sum(len(s) for s in scored)
         losses = np.zeros((M, C, N))
-        if ctx.progress is not None:
-            ctx.progress.start(M * C, f"{self.name}: models × contexts")
-        try:
+        with ctx.steps(M * C, f"{self.name}: models × contexts") as advance:
             for i, model in enumerate(self.models):
                 geometry = ctx.geometry
                 if i > 0:  # another model of the group: its own clamp_len (truncation has no mem)
@@ -163,19 +161,14 @@ class RECL(Probe):
                 for j, c in enumerate(self.contexts):
                     nll, _ = truncated(model, self.texts, c, geometry)
                     losses[i, j] = np.concatenate([nll[k, s] for k, s in enumerate(scored)])
-                    if ctx.progress is not None:
-                        ctx.progress.advance()
-                if ctx.run_dir is not None:
-                    ctx.run_dir.append_sample(
-                        {
-                            "model": model.info.id,
-                            "contexts": self.contexts,
-                            "mean_loss": losses[i].mean(axis=1).tolist(),
-                        }
-                    )
-        finally:
-            if ctx.progress is not None:
-                ctx.progress.stop()
+                    advance(1)
+                ctx.sample(
+                    {
+                        "model": model.info.id,
+                        "contexts": self.contexts,
+                        "mean_loss": losses[i].mean(axis=1).tolist(),
+                    }
+                )
         if not np.all(np.isfinite(losses)):
             raise RuntimeError(f"{self.name}: the model returned a non-finite NLL")
         return self.summarize(ctx, losses, scored)

@@ -130,9 +130,7 @@ class Speed(Probe):
         g = ctx.geometry
         K = self.params.tokens
         bins = []
-        if ctx.progress is not None:
-            ctx.progress.start(len(self.mems), f"{self.name}: lengths")
-        try:
+        with ctx.steps(len(self.mems), f"{self.name}: lengths") as advance:
             for m in self.mems:
                 n = self.warm[m] + K + 1
                 L = m + g.tgt_len
@@ -153,13 +151,8 @@ class Speed(Probe):
                     "repeats": self.params.repeats,
                 }
                 bins.append(b)
-                if ctx.run_dir is not None:
-                    ctx.run_dir.append_sample({**b, "cached_s": cached, "recompute_s": recompute})
-                if ctx.progress is not None:
-                    ctx.progress.advance()
-        finally:
-            if ctx.progress is not None:
-                ctx.progress.stop()
+                ctx.sample({**b, "cached_s": cached, "recompute_s": recompute})
+                advance(1)
         metrics = {
             "lengths": [b["attn_len"] for b in bins],
             "ratio_at_max": bins[-1]["ratio"],
