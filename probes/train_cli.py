@@ -179,7 +179,9 @@ def _train(
                 lang,
                 config.model,
                 config.eval,
-                heldout_stream=lambda rows, seed: _stream(lang, config, seed, rows, 0, 1),
+                heldout_stream=lambda rows, seed: _stream(
+                    lang, config, seed, rows, 0, 1, curriculum=False
+                ),
             )
     except (ConfigError, RunDirError, ValueError) as e:
         raise BadInput(str(e)) from None
@@ -245,11 +247,17 @@ def _language(data: dict[str, Any]):
     return Language(LanguageConfig.from_dict(table))
 
 
-def _stream(lang, config, seed: int, batch_size: int, rank: int, world_size: int):
-    """This rank's synth training stream (StreamConfig from the `data` table, minus `language`)."""
+def _stream(
+    lang, config, seed: int, batch_size: int, rank: int, world_size: int, curriculum: bool = True
+):
+    """This rank's synth training stream (StreamConfig from the `data` table, minus `language`);
+    without `curriculum`, the mixture from the first token (the held-out NLL measures the text the
+    model is trained on for good, not the curriculum's bursty start)."""
     from synth.stream import StreamConfig, TrainStream
 
     table = {k: v for k, v in config.data.items() if k != "language"}
+    if not curriculum:
+        table.pop("bursty_first", None)
     try:
         stream_config = (
             StreamConfig.from_dict(table)

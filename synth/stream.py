@@ -72,6 +72,10 @@ class StreamConfig:
     bursty_pairs: int = 8
     bursty_gap: int = 0  # up to this many random filler words between pairs
     bursty_sep: bool = False  # "ENTITY is VALUE" instead of "ENTITY VALUE" (the facts' spacing)
+    # curriculum: every document that starts within the first `bursty_first` tokens of a row is
+    # bursty (the in-context lookup forms on clean bursty text, then the mixture begins); a row's
+    # step at tgt_len T is its token position / T
+    bursty_first: int = 0
     # sparse documents
     sparse_facts: int = 6
     sparse_len: int | None = None  # None: 2 × tgt_len (facts in segment 1, queries in segment 2)
@@ -115,6 +119,8 @@ class StreamConfig:
             )
         if self.bursty_pairs < 1 or self.bursty_gap < 0 or self.sparse_facts < 0:
             raise ValueError("need bursty_pairs >= 1, bursty_gap >= 0, sparse_facts >= 0")
+        if self.bursty_first < 0:
+            raise ValueError(f"bursty_first must be >= 0 tokens, got {self.bursty_first}")
         if self.sparse_len is not None and self.sparse_len < 16:
             raise ValueError(f"sparse_len must be >= 16 or None, got {self.sparse_len}")
 
@@ -152,10 +158,11 @@ KINDS = KIND_NAMES
 
 
 class _Row:
-    __slots__ = ("dist", "doc_id", "doc_ids", "docs", "kind", "pos", "rng", "tokens")
+    __slots__ = ("dist", "doc_id", "doc_ids", "docs", "kind", "pos", "rng", "start", "tokens")
 
-    def __init__(self, rng: np.random.Generator, doc_id: int = 0):
+    def __init__(self, rng: np.random.Generator, doc_id: int = 0, start: int = 0):
         self.rng = rng
+        self.start = start  # position in the row's whole stream of tokens[0] (earlier ones dropped)
         self.tokens = np.zeros(0, dtype=np.int64)
         self.doc_ids = np.zeros(0, dtype=np.int64)
         self.kind = np.zeros(0, dtype=np.int8)
@@ -233,9 +240,10 @@ class TrainStream:
 
     # ---------------------------------------------------------------- generation
 
-    def _plan(self, row: _Row) -> DocPlan:
+    def _plan(self, row: _Row, at: int) -> DocPlan:
+        """The next document of `row`, which starts at position `at` of the row's stream."""
         g, c = row.rng, self.config
-        k = rnd.categorical(g, self._kind_cum)
+        k = 1 if at < c.bursty_first else rnd.categorical(g, self._kind_cum)
         if k == 0:
             return plan_corpus(self.lang, g, c, self._pool)
         if k == 1:
@@ -249,12 +257,12 @@ class TrainStream:
         documents), realise their filler together, and append them to the rows' buffers."""
         plans: list[list[tuple[DocPlan, dict[str, Any]]]] = []
         for i, row in enumerate(rows):
-            mine, total = [], 0
+            mine, total, at = [], 0, row.start + len(row.tokens)
             while (counts is None and total < _REFILL_TOKENS) or (
                 counts is not None and len(mine) < counts[i]
             ):
                 state = rnd.state_to_json(row.rng)
-                plan = self._plan(row)
+                plan = self._plan(row, at + total)
                 mine.append((plan, state))
                 total += len(plan.tokens)
             plans.append(mine)
@@ -267,6 +275,7 @@ class TrainStream:
             row.tokens, row.doc_ids = row.tokens[cut:], row.doc_ids[cut:]
             row.kind, row.dist = row.kind[cut:], row.dist[cut:]
             row.pos -= cut
+            row.start += cut
             row.docs = [(s - cut, e - cut, st, i) for s, e, st, i in keep]
             start = len(row.tokens)
             toks, ids, kinds, dists = [row.tokens], [row.doc_ids], [row.kind], [row.dist]
@@ -311,7 +320,13 @@ class TrainStream:
             if keep:
                 s, _, state, doc_id = keep[0]
                 rows.append(
-                    {"rng": state, "docs": len(keep), "offset": row.pos - s, "doc_id": doc_id}
+                    {
+                        "rng": state,
+                        "docs": len(keep),
+                        "offset": row.pos - s,
+                        "doc_id": doc_id,
+                        "start": row.start + s,
+                    }
                 )
             else:
                 rows.append(
@@ -320,6 +335,7 @@ class TrainStream:
                         "docs": 0,
                         "offset": 0,
                         "doc_id": row.doc_id,
+                        "start": row.start + len(row.tokens),
                     }
                 )
         return {**self._header(), "batches": self.batches, "rows": rows}
@@ -337,7 +353,10 @@ class TrainStream:
             raise ValueError(
                 f"stream state has {len(state['rows'])} rows, expected {self.batch_size}"
             )
-        self._rows = [_Row(rnd.rng_from_json(r["rng"]), int(r["doc_id"])) for r in state["rows"]]
+        self._rows = [
+            _Row(rnd.rng_from_json(r["rng"]), int(r["doc_id"]), int(r.get("start", 0)))
+            for r in state["rows"]
+        ]  # "start" is absent from states written before the curriculum existed (then unused)
         self._generate(self._rows, [int(r["docs"]) for r in state["rows"]])
         for row, r in zip(self._rows, state["rows"], strict=True):
             row.pos = int(r["offset"])

@@ -23,6 +23,10 @@ FULL = StreamConfig(
 )  # fmt: skip
 
 
+# a curriculum: each row's first 300 tokens are bursty documents only (the switch is crossed early)
+CURRICULUM = StreamConfig(**{**SMALL.__dict__, "bursty_first": 300})
+
+
 def stream(**kw):
     args = {"config": SMALL, "batch_size": 3, "tgt_len": 16, "seed": 0} | kw
     return TrainStream(LANG, **args)
@@ -92,7 +96,10 @@ def test_different_ranks_give_disjoint_streams():
 
 
 @given(
-    st.integers(0, 2**31), st.integers(0, 60), st.integers(1, 30), st.sampled_from([SMALL, FULL])
+    st.integers(0, 2**31),
+    st.integers(0, 60),
+    st.integers(1, 30),
+    st.sampled_from([SMALL, FULL, CURRICULUM]),
 )
 @settings(max_examples=12)
 def test_a_restored_stream_continues_identically(seed, before, after, config):
@@ -210,3 +217,20 @@ def test_bursty_sep_spaces_each_pair_like_a_fact(gap):
             assert tok[r, t - d - 1] == LANG.is_id
             n += 1
     assert n > 50
+
+
+def test_bursty_first_makes_each_row_start_with_bursty_documents_only():
+    """Documents that start before position `bursty_first` of a row are bursty (no statements,
+    no queries); the mixture begins with the first document that starts at or after it."""
+    rows, _ = rows_text(stream(config=CURRICULUM), 80)  # 80 × 16 tokens per row
+    tok, ids = rows["tokens"], rows["doc_ids"]
+    later_statements = 0
+    for r in range(len(tok)):
+        for d in np.unique(ids[r]):
+            at = np.flatnonzero(ids[r] == d)
+            doc = tok[r, at]
+            if at[0] < 300:
+                assert not (doc == LANG.the_id).any() and not (doc == LANG.question_id).any()
+            else:
+                later_statements += int((doc == LANG.the_id).any())
+    assert later_statements > 0

@@ -152,3 +152,22 @@ def test_json_summary_of_a_diverged_eval_is_strict_json_with_null(tmp_path, monk
 
     summary = json.loads(result.stdout, parse_constant=refuse)
     assert summary["loss"] is None and summary["eval"] == {"nll": None, "acc": 0.5}
+
+
+def test_heldout_nll_reads_the_mixture_not_the_curriculum():
+    """With a bursty curriculum the training stream starts with bursty documents only; the held-out
+    stream behind the evaluation's NLL is the mixture from its first token."""
+    from probes.train_cli import _stream
+    from synth.language import Language
+    from txl.train_config import TrainConfig, resolve_dict
+
+    lang = Language.default()
+    data = resolve_dict("tiny", overrides=["data.bursty_first=100000"])
+    data.pop("preset")
+    data["model"]["vocab_size"] = lang.vocab.size
+    config = TrainConfig.from_dict(data)
+    train = _stream(lang, config, 5, 4, 0, 1)
+    heldout = _stream(lang, config, 5, 4, 0, 1, curriculum=False)
+    assert train.config.bursty_first == 100000 and heldout.config.bursty_first == 0
+    statements = [int((s.next_batch()[0] == lang.the_id).sum()) for s in (train, heldout)]
+    assert statements[0] == 0 and statements[1] > 0
