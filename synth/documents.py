@@ -223,10 +223,12 @@ def plan_sparse(
     return _finish(tokens, kind_a, dist_a, topic, rng)
 
 
-def plan_bursty(lang: Language, rng: np.random.Generator, cfg, pool: np.ndarray) -> DocPlan:
+def plan_bursty(
+    lang: Language, rng: np.random.Generator, cfg, pool: np.ndarray, sep: bool = False
+) -> DocPlan:
     """`bursty_pairs` random entity→value pairs (single-token values), repeated in random order all
     through the document, with 0..bursty_gap random filler words between pairs. Every repeat's value
-    is a target (predictable only from earlier in the document). With `bursty_sep` each pair reads
+    is a target (predictable only from earlier in the document). With `sep` each pair reads
     "ENTITY is VALUE": the value then sits two tokens after its key, as in a fact ("… ENTITY is
     VALUE .") and its query ("… ENTITY : VALUE ."), so the lookup learned here is the one facts need
     (match the token before the separator, not the separator itself)."""
@@ -235,7 +237,7 @@ def plan_bursty(lang: Language, rng: np.random.Generator, cfg, pool: np.ndarray)
     P = min(cfg.bursty_pairs, len(pool), len(lang.value_word_ids))
     keys = np.array(rnd.sample(rng, pool, P), dtype=np.int64)
     vals = np.array(rnd.sample(rng, lang.value_word_ids, P), dtype=np.int64)
-    width = 3 if cfg.bursty_sep else 2  # tokens of one pair: key [is] value
+    width = 3 if sep else 2  # tokens of one pair: key [is] value
     n = L // width  # more pairs than can fit; cut below
     idx = np.minimum((rng.random(n) * P).astype(np.int64), P - 1)
     gaps = np.minimum((rng.random(n) * (cfg.bursty_gap + 1)).astype(np.int64), cfg.bursty_gap)
@@ -243,7 +245,7 @@ def plan_bursty(lang: Language, rng: np.random.Generator, cfg, pool: np.ndarray)
     fit = starts + width - 1 < L
     idx, starts = idx[fit], starts[fit]
     tokens[starts] = keys[idx]
-    if cfg.bursty_sep:
+    if sep:
         tokens[starts + 1] = lang.is_id
     tokens[starts + width - 1] = vals[idx]
     # a value is a target once its key has been seen; distance from its previous occurrence

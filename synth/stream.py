@@ -71,10 +71,12 @@ class StreamConfig:
     bursty_len: tuple[int, int] = (64, 512)
     bursty_pairs: int = 8
     bursty_gap: int = 0  # up to this many random filler words between pairs
-    bursty_sep: bool = False  # "ENTITY is VALUE" instead of "ENTITY VALUE" (the facts' spacing)
-    # curriculum: every document that starts within the first `bursty_first` tokens of a row is
-    # bursty (the in-context lookup forms on clean bursty text, then the mixture begins); a row's
-    # step at tgt_len T is its token position / T
+    # share of bursty documents written "ENTITY is VALUE" (the spacing of a fact and its query)
+    # instead of "ENTITY VALUE"; never during the curriculum below
+    bursty_sep: float = 0.0
+    # curriculum: every document that starts within the first `bursty_first` tokens of a row is a
+    # plain bursty one (the in-context lookup forms fastest on adjacent pairs), then the mixture
+    # begins; a row's step at tgt_len T is its token position / T
     bursty_first: int = 0
     # sparse documents
     sparse_facts: int = 6
@@ -108,7 +110,7 @@ class StreamConfig:
                 raise ValueError(f"distance bin {(lo, hi, w)}: need 6 <= lo <= hi and weight >= 0")
         if not self.distance_bins or sum(w for *_, w in self.distance_bins) <= 0:
             raise ValueError("distance_bins needs at least one bin with positive weight")
-        for name in ("query_prob", "update_rate", "distractor_rate"):
+        for name in ("query_prob", "update_rate", "distractor_rate", "bursty_sep"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(
                     f"StreamConfig.{name} must be a probability, got {getattr(self, name)}"
@@ -243,11 +245,14 @@ class TrainStream:
     def _plan(self, row: _Row, at: int) -> DocPlan:
         """The next document of `row`, which starts at position `at` of the row's stream."""
         g, c = row.rng, self.config
-        k = 1 if at < c.bursty_first else rnd.categorical(g, self._kind_cum)
+        if at < c.bursty_first:
+            return plan_bursty(self.lang, g, c, self._pool)
+        k = rnd.categorical(g, self._kind_cum)
         if k == 0:
             return plan_corpus(self.lang, g, c, self._pool)
-        if k == 1:
-            return plan_bursty(self.lang, g, c, self._pool)
+        if k == 1:  # (no draw at share 0 or 1: streams without the option stay as they were)
+            sep = c.bursty_sep == 1 or (0 < c.bursty_sep and g.random() < c.bursty_sep)
+            return plan_bursty(self.lang, g, c, self._pool, sep)
         if k == 2:
             return plan_sparse(self.lang, g, c, self._pool, self._sparse_len)
         return plan_local(self.lang, g, c)

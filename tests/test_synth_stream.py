@@ -23,8 +23,9 @@ FULL = StreamConfig(
 )  # fmt: skip
 
 
-# a curriculum: each row's first 300 tokens are bursty documents only (the switch is crossed early)
-CURRICULUM = StreamConfig(**{**SMALL.__dict__, "bursty_first": 300})
+# a curriculum: each row's first 300 tokens are plain bursty documents only (the switch is crossed
+# early); after it, bursty documents are written "KEY is VALUE"
+CURRICULUM = StreamConfig(**{**SMALL.__dict__, "bursty_first": 300, "bursty_sep": 1.0})
 
 
 def stream(**kw):
@@ -203,9 +204,7 @@ def test_config_round_trips_and_refuses_unknown_fields():
 def test_bursty_sep_spaces_each_pair_like_a_fact(gap):
     """With bursty_sep every bursty value reads "KEY is VALUE", and its previous occurrence is the
     same key and value (so the value is predictable from the token before the separator only)."""
-    cfg = StreamConfig(
-        p_corpus=0, p_sparse=0, bursty_len=(16, 120), bursty_gap=gap, bursty_sep=True
-    )
+    cfg = StreamConfig(p_corpus=0, p_sparse=0, bursty_len=(16, 120), bursty_gap=gap, bursty_sep=1.0)
     rows, _ = rows_text(stream(config=cfg), 60)
     tok, kind, dist = rows["tokens"], rows["target_kind"], rows["target_distance"]
     n = 0
@@ -220,17 +219,20 @@ def test_bursty_sep_spaces_each_pair_like_a_fact(gap):
 
 
 def test_bursty_first_makes_each_row_start_with_bursty_documents_only():
-    """Documents that start before position `bursty_first` of a row are bursty (no statements,
-    no queries); the mixture begins with the first document that starts at or after it."""
+    """Documents that start before position `bursty_first` of a row are plain bursty ones (no
+    statements, no queries, no separator); the mixture begins with the first document that starts
+    at or after it, and its bursty documents take the separator."""
     rows, _ = rows_text(stream(config=CURRICULUM), 80)  # 80 × 16 tokens per row
     tok, ids = rows["tokens"], rows["doc_ids"]
-    later_statements = 0
+    later = {"statements": 0, "separated bursty": 0}
     for r in range(len(tok)):
         for d in np.unique(ids[r]):
             at = np.flatnonzero(ids[r] == d)
             doc = tok[r, at]
+            statement = (doc == LANG.the_id).any() or (doc == LANG.question_id).any()
             if at[0] < 300:
-                assert not (doc == LANG.the_id).any() and not (doc == LANG.question_id).any()
+                assert not statement and not (doc == LANG.is_id).any()
             else:
-                later_statements += int((doc == LANG.the_id).any())
-    assert later_statements > 0
+                later["statements"] += int(statement)
+                later["separated bursty"] += int(not statement and (doc == LANG.is_id).any())
+    assert min(later.values()) > 0
