@@ -13,8 +13,8 @@ from typing import Any
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The shipped default model: trains on 2 CPU cores. A memory of 256 makes an evaluation with
-    # --mem 640 a plausible extrapolation. Pre-LN and an init std of 0.06 (not the reference's 0.02,
-    # tuned for d_model 410+): at d_model 128 with std 0.02 neither post- nor pre-LN formed an
+    # --mem 640 a plausible extrapolation. Pre-LN and an init std of 0.06 (the reference uses 0.02, at
+    # d_model 410 and more): at d_model 128 with std 0.02 neither post- nor pre-LN formed an
     # in-context lookup on bursty text within 1,500 steps; with 0.06 a pre-LN model did by ~500.
     "tiny": {
         "model": dict(
