@@ -259,11 +259,7 @@ def _stream(
     if not curriculum:
         table.pop("bursty_first", None)
     try:
-        stream_config = (
-            StreamConfig.from_dict(table)
-            if hasattr(StreamConfig, "from_dict")
-            else StreamConfig(**table)
-        )
+        stream_config = StreamConfig.from_dict(table)
     except TypeError as e:
         raise ValueError(f"bad data table: {e}") from None
     return TrainStream(
