@@ -6,7 +6,9 @@ that `txl.train.train` calls every `eval_every` steps:
 
 - `nll`: mean NLL per token of a held-out training-like stream (the stream's mixture, other seed);
 - `filler_nll`: mean NLL on the filler tokens of the recall documents, beside `filler_entropy`
-  (the filler language's true entropy rate: a perfect model's floor);
+  (the filler language's true entropy rate: the floor of a model told the topic) and `filler_floor`
+  (the Bayes-optimal NLL on the same tokens, topic inferred from the prefix: what a perfect model
+  reading these documents reaches);
 - `recall`: one entry per distance bucket [lo, hi): `n` queries whose fact lies a distance drawn
   uniformly from the bucket before the first answer token (DESIGN: from the fact's last token),
   `acc` (every answer token is the argmax under teacher forcing), its Wilson 95 % interval, the
@@ -113,6 +115,7 @@ class _Bucket:
     answers: list[np.ndarray]  # per row: answer positions of its query
     distances: np.ndarray  # (n,) fact's last token → first answer token
     filler: np.ndarray  # (n, L) bool
+    filler_floor: np.ndarray  # (n, L) Bayes-optimal NLL of each filler token (NaN elsewhere)
 
 
 def _bucket(lang: Language, rng: np.random.Generator, lo: int, hi: int, cfg: RecallEvalConfig):
@@ -129,7 +132,15 @@ def _bucket(lang: Language, rng: np.random.Generator, lo: int, hi: int, cfg: Rec
         [e.queries[0].answer.indices() for e in rows],
         np.array([e.distance(0) for e in rows]),
         np.stack([e.filler_mask() for e in rows]),
+        np.stack([lang.filler_bayes_nll(e.tokens, e.doc_ids) for e in rows]),
     )
+
+
+def _filler_scored(b: _Bucket) -> np.ndarray:
+    """The filler tokens whose NLL `filler_nll` averages (not a row's first token)."""
+    filler = b.filler.copy()
+    filler[:, 0] = False
+    return filler
 
 
 def make_buckets(lang: Language, edges: tuple[int, ...], cfg: RecallEvalConfig) -> list[_Bucket]:
@@ -159,6 +170,11 @@ def make_recall_eval(
         docs = np.concatenate([parts[0][1]] + [p[1][:, 1:] for p in parts[1:]], axis=1)
         held = (toks, docs)
     entropy = float(lang.filler_entropy_rate())
+    floor_mask = [_filler_scored(b) for b in buckets]
+    floor = float(
+        sum(b.filler_floor[m].sum() for b, m in zip(buckets, floor_mask, strict=True))
+        / max(sum(int(m.sum()) for m in floor_mask), 1)
+    )
 
     def evaluate(model: Any, step: int) -> dict[str, Any]:
         from probes.adapters import wrap
@@ -179,8 +195,7 @@ def make_recall_eval(
         for name, geo in geometries.items():
             rows, hits, total = [], 0, 0
             for b in buckets:
-                filler = b.filler.copy()
-                filler[:, 0] = False
+                filler = _filler_scored(b)
                 scored = filler.copy() if name == "recall" else np.zeros_like(filler)
                 for i, a in enumerate(b.answers):
                     scored[i, a] = True
@@ -209,6 +224,7 @@ def make_recall_eval(
             out[f"{name}_by_distance"] = " ".join(f"{r['lo']}:{r['acc']:.2f}" for r in rows)
         out["filler_nll"] = filler_sum / max(filler_n, 1)
         out["filler_entropy"] = entropy
+        out["filler_floor"] = floor
         return out
 
     return evaluate

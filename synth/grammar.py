@@ -194,12 +194,34 @@ class FillerGrammar:
         with np.errstate(divide="ignore", invalid="ignore"):
             return float(-np.where(joint > 0, joint * np.log(cond), 0.0).sum())
 
+    def bayes_nll(self, words: np.ndarray) -> np.ndarray:
+        """Per-word NLL (nats) of one document's filler chain under the Bayes predictor that knows the
+        grammar but not the topic: a uniform prior over the topics, updated by the words so far. Its
+        mean is the floor of any model reading the same prefix (above `entropy_rate()`, which knows
+        the topic from the first word)."""
+        w = np.asarray(words, dtype=np.int64)
+        if len(w) == 0:
+            return np.zeros(0)
+        T = self.n_topics
+        with np.errstate(divide="ignore"):
+            first = np.log(self.stationary[:T, w[0]])[:, None]  # (T, 1)
+            steps = np.log(self.P[:T, w[:-1], w[1:]])  # (T, len − 1)
+        logp = np.concatenate([first, steps], axis=1)  # log P_t(word k | word k−1)
+        prior = np.concatenate([np.zeros((T, 1)), np.cumsum(logp, axis=1)[:, :-1]], axis=1)
+        return _logsumexp(prior, axis=0) - _logsumexp(prior + logp, axis=0)
+
     def digest(self) -> str:
         """sha256 of the integer structure (clusters, successors): detects a changed construction."""
         h = hashlib.sha256()
         for a in (self.clusters, self.shared, self.topical):
             h.update(np.ascontiguousarray(a, dtype="<i8").tobytes())
         return h.hexdigest()
+
+
+def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
+    m = np.max(x, axis=axis, keepdims=True)
+    with np.errstate(divide="ignore"):
+        return np.squeeze(m, axis) + np.log(np.exp(x - m).sum(axis=axis))
 
 
 def _stationary(P: np.ndarray) -> np.ndarray:

@@ -309,6 +309,18 @@ class Language:
         """H(X_{k+1} | X_k) with the topic unknown: the floor of a model seeing one previous word."""
         return self.grammar.bigram_entropy()
 
+    def filler_bayes_nll(self, tokens: np.ndarray, doc_ids: np.ndarray) -> np.ndarray:
+        """Per-token NLL (nats) of every filler token of a row under the Bayes predictor that knows
+        the grammar but not the topic, each document's filler read as one chain (facts and queries
+        between its words skipped); NaN on other tokens. The achievable floor on filler: a model
+        must infer the topic from the prefix, so this sits a little above `filler_entropy_rate()`."""
+        words = self.filler_word(tokens)
+        out = np.full(len(words), np.nan)
+        for d in np.unique(doc_ids[words >= 0]):
+            at = np.flatnonzero((words >= 0) & (doc_ids == d))
+            out[at] = self.grammar.bayes_nll(words[at])
+        return out
+
 
 _DEFAULT: Language | None = None
 

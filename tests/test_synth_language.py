@@ -125,6 +125,41 @@ def test_knowing_the_topic_lowers_the_floor():
     assert 1.0 < rate < blind < np.log(LANG.config.n_filler)
 
 
+def test_bayes_filler_nll_is_the_topic_posterior_predictive():
+    """Word by word: −log Σ_t p(t | words so far) P_t(word | previous word), uniform prior."""
+    g = LANG.grammar
+    w = g.sample(np.array([5]), make_rng(2).random((1, 12)))[0]
+    want, post = [], np.full(g.n_topics, 1.0 / g.n_topics)
+    for k, x in enumerate(w):
+        p = g.stationary[: g.n_topics, x] if k == 0 else g.P[: g.n_topics, w[k - 1], x]
+        want.append(-np.log(post @ p))
+        post = post * p / (post @ p)
+    np.testing.assert_allclose(g.bayes_nll(w), want, rtol=1e-10)
+
+
+def test_bayes_filler_floor_lies_between_the_known_and_the_blind_floors():
+    """Long chains reveal their topic: the Bayes floor approaches the entropy rate from above."""
+    g = LANG.grammar
+    w = g.sample(np.arange(g.n_topics), make_rng(3).random((g.n_topics, 600)))
+    floor = np.mean([g.bayes_nll(row)[1:].mean() for row in w])
+    assert LANG.filler_entropy_rate() - 0.03 < floor < LANG.filler_bigram_entropy()
+    assert np.mean([g.bayes_nll(row)[1:40].mean() for row in w]) > floor  # the prefix helps
+
+
+def test_filler_bayes_nll_reads_each_document_as_its_own_chain():
+    g = LANG.grammar
+    a, b = g.sample(np.array([1, 2]), make_rng(4).random((2, 6)))
+    fact = LANG.fact_tokens(int(LANG.entity_ids[0]), int(LANG.attribute_ids[0]), LANG.values[0])
+    toks = np.concatenate(
+        [LANG.filler_tokens(a[:3]), fact, LANG.filler_tokens(a[3:]), LANG.filler_tokens(b)]
+    )
+    docs = np.array([0] * (6 + len(fact)) + [1] * 6)
+    got = LANG.filler_bayes_nll(toks, docs)
+    assert np.isnan(got[3 : 3 + len(fact)]).all()
+    np.testing.assert_allclose(got[~np.isnan(got)][:6], g.bayes_nll(a))
+    np.testing.assert_allclose(got[-6:], g.bayes_nll(b))
+
+
 def test_topic_clusters_dominate_their_topics():
     """A topic's own cluster is about topic_weight of its stationary mass: the topic is visible."""
     g = LANG.grammar

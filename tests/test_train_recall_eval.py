@@ -73,6 +73,7 @@ def test_callback_reports_accuracy_by_bucket_and_leaves_the_model_untouched(lang
     for r in out["recall"]:
         assert r["acc_ci95"][0] <= r["acc"] <= r["acc_ci95"][1] and r["answer_nll"] > 0
     assert out["filler_nll"] > 0 and out["filler_entropy"] == lang.filler_entropy_rate()
+    assert out["filler_entropy"] < out["filler_floor"] < lang.filler_bigram_entropy()
     for k, v in model.state_dict().items():
         torch.testing.assert_close(v, before[k], rtol=0, atol=0)
 
