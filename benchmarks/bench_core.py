@@ -36,6 +36,7 @@ from rich.table import Table
 from txl.config import TXLConfig
 from txl.evaluator import recompute_nll, stream_nll
 from txl.geometry import Geometry
+from txl.hf_reference import transfo_xl_kwargs
 from txl.model import TransformerXL
 
 # The shipped "tiny" preset's shape (txl/presets.py), a vocabulary the size of a small synthetic one.
@@ -116,26 +117,7 @@ def _hf_model(cfg: TXLConfig):
             warnings.simplefilter("ignore")
             from transformers import TransfoXLConfig, TransfoXLLMHeadModel
 
-            hf_cfg = TransfoXLConfig(
-                vocab_size=cfg.vocab_size,
-                cutoffs=[],
-                div_val=1,
-                d_model=cfg.d_model,
-                d_embed=cfg.d_model,
-                n_head=cfg.n_head,
-                d_head=cfg.d_head,
-                d_inner=cfg.d_inner,
-                n_layer=cfg.n_layer,
-                pre_lnorm=cfg.pre_lnorm,
-                untie_r=cfg.untie_r,
-                tie_word_embeddings=cfg.tie_weight,
-                mem_len=cfg.mem_len,
-                tgt_len=cfg.tgt_len,
-                clamp_len=-1,
-                same_length=False,
-                dropout=0.0,
-                dropatt=0.0,
-            )
+            hf_cfg = TransfoXLConfig(**transfo_xl_kwargs(cfg))
             torch.manual_seed(0)
             return TransfoXLLMHeadModel(hf_cfg)
     except Exception:  # not installed, or a version without TransfoXL

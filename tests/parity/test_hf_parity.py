@@ -54,6 +54,7 @@ import torch.nn.functional as F
 
 from txl.config import TXLConfig
 from txl.geometry import Geometry
+from txl.hf_reference import transfo_xl_kwargs
 from txl.memory import Memory
 from txl.model import TransformerXL
 
@@ -151,26 +152,13 @@ def our_model(case: Case) -> TransformerXL:
 def hf_model(ours: TransformerXL, case: Case) -> TransfoXLLMHeadModel:
     c = ours.config
     config = TransfoXLConfig(
-        vocab_size=c.vocab_size,
-        cutoffs=[],
-        div_val=1,
-        d_model=c.d_model,
-        d_embed=c.d_model,
-        n_head=c.n_head,
-        d_head=c.d_head,
-        d_inner=c.d_inner,
-        n_layer=c.n_layer,
-        pre_lnorm=c.pre_lnorm,
-        untie_r=c.untie_r,
-        tie_word_embeddings=c.tie_weight,
-        mem_len=case.mem_len,
-        tgt_len=case.tgt_len,
-        clamp_len=case.clamp_len or -1,
-        same_length=case.same_length,
-        attn_type=0,
-        dropout=0.0,
-        dropatt=0.0,
-        layer_norm_epsilon=1e-5,
+        **transfo_xl_kwargs(
+            c,
+            mem_len=case.mem_len,
+            tgt_len=case.tgt_len,
+            clamp_len=case.clamp_len,
+            same_length=case.same_length,
+        )
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
