@@ -13,7 +13,10 @@ that `txl.train.train` calls every `eval_every` steps:
   uniformly from the bucket before the first answer token (DESIGN: from the fact's last token),
   `acc` (every answer token is the argmax under teacher forcing), its Wilson 95 % interval, the
   mean answer NLL, and where the bucket lies (`inside`: every distance of [lo, hi), up to hi − 1,
-  is within the training attention span tgt + mem);
+  is within the training attention span tgt + mem); `n_direct` of its queries have their fact in
+  the first answer token's direct window (`probes.reach`: mem_len + offset in the segment, so near
+  the span's end it depends on where the answer falls in its segment) and `acc_direct` is the
+  accuracy over those (None when there are none): recall of what the model can see;
 - `recall_mem{M}`: the same documents with a longer evaluation memory M (`eval.mem_len`).
 
 Scoring goes through the probes' own door, `probes.adapters.CachedTXL` (the streaming evaluator)
@@ -179,6 +182,7 @@ def make_recall_eval(
     def evaluate(model: Any, step: int) -> dict[str, Any]:
         from probes.adapters import wrap
         from probes.loss_model import geometry as geometry_of
+        from probes.reach import Horizon, doc_starts
 
         lm = wrap(model, model_id=f"step-{step}", path="<in training>")
         geometry = lm.default_geometry()
@@ -193,7 +197,8 @@ def make_recall_eval(
             geometries[f"recall_mem{cfg.mem_len}"] = geometry_of(lm, mem_len=cfg.mem_len)
         filler_sum, filler_n = 0.0, 0
         for name, geo in geometries.items():
-            rows, hits, total = [], 0, 0
+            horizon = Horizon.of(geo, model_config.n_layer)
+            rows, hits, total, hits_direct, total_direct = [], 0, 0, 0, 0
             for b in buckets:
                 filler = _filler_scored(b)
                 scored = filler.copy() if name == "recall" else np.zeros_like(filler)
@@ -203,7 +208,13 @@ def make_recall_eval(
                 correct = [bool(r.correct[i, a].all()) for i, a in enumerate(b.answers)]
                 nll = [float(r.nll[i, a].mean()) for i, a in enumerate(b.answers)]
                 k, n = sum(correct), len(correct)
+                direct = [
+                    d <= horizon.token(int(a[0]), int(doc_starts(b.doc_ids[i])[a[0]]))[0]
+                    for i, (a, d) in enumerate(zip(b.answers, b.distances, strict=True))
+                ]
+                k_direct = sum(c for c, v in zip(correct, direct, strict=True) if v)
                 hits, total = hits + k, total + n
+                hits_direct, total_direct = hits_direct + k_direct, total_direct + sum(direct)
                 rows.append(
                     {
                         "lo": b.lo,
@@ -212,6 +223,8 @@ def make_recall_eval(
                         "acc": k / n,
                         "acc_ci95": list(wilson(k, n)),
                         "answer_nll": float(np.mean(nll)),
+                        "n_direct": sum(direct),
+                        "acc_direct": k_direct / sum(direct) if any(direct) else None,
                         # distances lie in [lo, hi): the farthest is hi − 1
                         "inside": b.hi - 1 <= tgt + mem,
                     }
@@ -221,6 +234,7 @@ def make_recall_eval(
                     filler_n += int(filler.sum())
             out[name] = rows
             out[f"{name}_acc"] = hits / total
+            out[f"{name}_direct_acc"] = hits_direct / total_direct if total_direct else None
             out[f"{name}_by_distance"] = " ".join(f"{r['lo']}:{r['acc']:.2f}" for r in rows)
         out["filler_nll"] = filler_sum / max(filler_n, 1)
         out["filler_entropy"] = entropy

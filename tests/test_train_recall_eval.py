@@ -11,6 +11,7 @@ from probes.recall_eval import (
     make_recall_eval,
     wilson,
 )
+from synth.generate import MIN_DISTANCE
 from synth.language import Language
 from txl.config import TXLConfig
 from txl.model import TransformerXL
@@ -23,7 +24,7 @@ def lang():
 
 def test_default_edges_never_straddle_the_training_attention_span():
     edges = default_edges(64, 256)
-    assert edges[0] == 6 and 320 in edges and edges[-1] == 640
+    assert edges[0] == MIN_DISTANCE and 320 in edges and edges[-1] == 640
     assert list(edges) == sorted(set(edges))
 
 
@@ -70,6 +71,11 @@ def test_callback_reports_accuracy_by_bucket_and_leaves_the_model_untouched(lang
         (16, 24, False),
     ]
     assert len(out["recall_mem24"]) == 2
+    # at mem 8 the direct window is mem + offset + 1 = 9..16 tokens: these queries' facts, 16..22
+    # tokens back, lie beyond it (16 only would fit, at a segment's last offset); at mem 24 all fit
+    assert [r["n_direct"] for r in out["recall"]][1] == 0 and out["recall"][1]["acc_direct"] is None
+    assert [r["n_direct"] for r in out["recall_mem24"]] == [3, 3]
+    assert out["recall_mem24_direct_acc"] == out["recall_mem24_acc"]
     for r in out["recall"]:
         assert r["acc_ci95"][0] <= r["acc"] <= r["acc_ci95"][1] and r["answer_nll"] > 0
     assert out["filler_nll"] > 0 and out["filler_entropy"] == lang.filler_entropy_rate()
