@@ -1,7 +1,7 @@
 """cross-doc: does the previous document leak into the next one through the cache?
 
 Text: a document A, then a document B (its `<eod>` opens it). B states a fact and asks for it
-`--b-distance` tokens later ("the ATTR of ENTITY is V ." … "? ATTR of ENTITY : V ."); A states
+`--b-distance` tokens later ("the ATTR of ENTITY is V ." … "? ATTR of ENTITY V ."); A states
 the same attribute of the same entity with a conflicting value V′ (as many tokens as V), its last
 token `distance` tokens before B's `<eod>` (the boundary). B's tokens are the same in every
 condition and are scored under three cache policies:

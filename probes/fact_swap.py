@@ -1,7 +1,7 @@
 """fact-swap: does the model read a fact N tokens back? Swap its value and watch the answer.
 
 Base: a fact "the ATTR of ENTITY is A ." and, `distance` tokens later, the query
-"? ATTR of ENTITY : A .". Variant: the same text with the stated value B (a value of A's token
+"? ATTR of ENTITY A .". Variant: the same text with the stated value B (a value of A's token
 length sharing no token with anything else in the example); the query and its answer A are kept.
 Only the value tokens differ, so everything before them is shared and every later token keeps its
 position (exact zeros where the model cannot see the fact).

@@ -1,7 +1,7 @@
 """fact-update: a fact restated with a new value — does the stale first statement still pull?
 
 Variant (stale): "the ATTR of ENTITY is A ." … "the ATTR of ENTITY is B ." …
-"? ATTR of ENTITY : B ." — the fact stated with value A, later updated to B (as many tokens as
+"? ATTR of ENTITY B ." — the fact stated with value A, later updated to B (as many tokens as
 A) `--answer-distance` tokens before the first answer token; the query answers B. Base (no
 stale statement): the same text with the first statement overwritten by neutral filler of the
 document's topic (nothing moves). Distance: from the stale statement's last token to the first answer token, measured in

@@ -185,18 +185,10 @@ def plan_sparse(
     attrs = [
         int(lang.attribute_ids[min(int(x * n_attr), n_attr - 1)]) for x in rng.random(n).tolist()
     ]
-    the, of, is_, period, qm, colon = (
-        lang.the_id,
-        lang.of_id,
-        lang.is_id,
-        lang.period_id,
-        lang.question_id,
-        lang.colon_id,
-    )
     half = L // 2
     while n:
-        fts = [[the, attrs[i], of, int(ents[i]), is_, *vals[i], period] for i in range(n)]
-        qts = [[qm, attrs[i], of, int(ents[i]), colon, *vals[i], period] for i in range(n)]
+        fts = [lang.fact_tokens(int(ents[i]), attrs[i], vals[i]).tolist() for i in range(n)]
+        qts = [lang.query_tokens(int(ents[i]), attrs[i], vals[i]).tolist() for i in range(n)]
         order = rnd.permutation(rng, n).tolist()
         fs = _pack(rng, [len(t) for t in fts], 1, half)
         qs = _pack(rng, [len(qts[i]) for i in order], half, L)
@@ -230,8 +222,7 @@ def plan_bursty(
     through the document, with 0..bursty_gap random filler words between pairs. Every repeat's value
     is a target (predictable only from earlier in the document). With `sep` each pair reads
     "ENTITY is VALUE": the value then sits two tokens after its key, as in a fact ("… ENTITY is
-    VALUE .") and its query ("… ENTITY : VALUE ."), so the lookup learned here is the one facts need
-    (match the token before the separator, not the separator itself)."""
+    VALUE ."), whose query ("… ENTITY VALUE .") reads it back from there."""
     L = rnd.randrange(rng, *cfg.bursty_len)
     tokens, kind, dist = _new(L, lang.vocab.eod_id)
     P = min(cfg.bursty_pairs, len(pool), len(lang.value_word_ids))

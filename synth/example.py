@@ -58,7 +58,7 @@ class Fact:
 
 @dataclass(frozen=True)
 class Query:
-    """A query "? ATTR of ENTITY : ANSWER ." at `span`; the `answer` tokens are the scored targets.
+    """A query "? ATTR of ENTITY ANSWER ." at `span`; the `answer` tokens are the scored targets.
 
     `fact` indexes `Example.facts` (the statement that answers it), or is −1 when the text states no
     fact for it (a base for `insert`, or a variant after `delete`). Edits keep a query's answer tokens

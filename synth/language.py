@@ -8,7 +8,12 @@ probe that speak different languages are stopped with a one-line error.
 Templates (token offsets are fixed):
 
     fact   "the ATTR of ENTITY is VALUE ."        value at offset 5
-    query  "? ATTR of ENTITY : VALUE ."           answer (the scored targets) at offset 5
+    query  "? ATTR of ENTITY VALUE ."             answer (the scored targets) at offset 4
+
+A query's answer follows its entity directly, while a fact's value is two tokens after it: reading a
+fact back needs a lookup keyed on the entity (and attribute), not a copy of the statement's wording.
+(With a separator before the answer, "ENTITY : VALUE", a 2-layer model did not learn to match the
+entity within several thousand steps; README, "The shipped models".)
 
 Values are shared by all attributes (any value can bind to any attribute), half of them one token
 ("amber") and half two tokens ("deep amber"); every value has a *near miss*, another value sharing a
@@ -31,12 +36,12 @@ from synth.grammar import FillerGrammar
 from synth.vocab import EOD, PAD, Vocab
 
 FORMAT = "txl-probes/synth-language"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: queries without ":" before the answer
 FACT_TEMPLATE = "the {attribute} of {entity} is {value} ."
-QUERY_TEMPLATE = "? {attribute} of {entity} : {value} ."
+QUERY_TEMPLATE = "? {attribute} of {entity} {value} ."
 FACT_VALUE_OFFSET = 5  # tokens before the value in a fact
-QUERY_ANSWER_OFFSET = 5  # tokens before the answer in a query
-PUNCT = (".", ",", "?", ":")
+QUERY_ANSWER_OFFSET = 4  # tokens before the answer in a query
+PUNCT = (".", ",", "?")
 FUNCTION_WORDS = ("the", "of", "is")
 
 ATTRIBUTES = (
@@ -129,7 +134,7 @@ class Language:
         self.filler_ids = ids(filler)
         self.value_token_ids = np.concatenate([self.prefix_ids, self.value_word_ids])
         self.period_id, self.comma_id = v.id("."), v.id(",")
-        self.question_id, self.colon_id = v.id("?"), v.id(":")
+        self.question_id = v.id("?")
         self.the_id, self.of_id, self.is_id = v.id("the"), v.id("of"), v.id("is")
 
         # Values: every word alone, and once after a prefix (prefixes dealt round-robin over a
@@ -254,17 +259,9 @@ class Language:
         )
 
     def query_tokens(self, entity: int, attribute: int, value: tuple[int, ...]) -> np.ndarray:
-        """ "? ATTR of ENTITY : VALUE ." (answer at offset QUERY_ANSWER_OFFSET)."""
+        """ "? ATTR of ENTITY VALUE ." (answer at offset QUERY_ANSWER_OFFSET)."""
         return np.array(
-            [
-                self.question_id,
-                attribute,
-                self.of_id,
-                entity,
-                self.colon_id,
-                *value,
-                self.period_id,
-            ],
+            [self.question_id, attribute, self.of_id, entity, *value, self.period_id],
             dtype=np.int64,
         )
 

@@ -7,17 +7,17 @@ import hashlib
 from synth import Language, TrainStream, make_pair, make_rng
 from synth.edits import EDITS
 
-DEFAULT_FINGERPRINT = "716b02eacc594073e4b3334a8798fd5b75649bb40be33ec61fe21ac19b8783ea"
-STREAM_SHA256 = "66a153f56859f4c963e63f92d503f80c83b9286c7cf9e36b79505053ddd1a8a9"
+DEFAULT_FINGERPRINT = "97a7b3870dc4d8f3a25d693f9cad6a1b25ae05d20adb511a64a9766662556488"
+STREAM_SHA256 = "1df8081bd61d975744dd3226d966f5e04f99c35f075d9b66d96c6d4aad97f16b"
 PAIRS = {
-    "insert": "18950fe2736307dd",
-    "replace": "b11c87f9d3aab259",
-    "delete": "f6f319bb6e7f74aa",
-    "distract": "f825fca5500d06e1",
-    "update": "17f2f75143d14e4f",
-    "topic-shift": "fe794bd60f73bb39",
-    "boundary": "5156a12f9c0d7b45",
-    "identity": "60e343e20a260ca8",
+    "insert": "a21b4879b694517a",
+    "replace": "10b3ecbeda1a6331",
+    "delete": "a28752d2f7a4ff5f",
+    "distract": "9cf023f368a49d0e",
+    "update": "d538ec438219da0b",
+    "topic-shift": "684de1099bf0829d",
+    "boundary": "96c032edfd9b6949",
+    "identity": "a43c2c91af7cd436",
 }
 
 

@@ -35,7 +35,7 @@ def test_default_language_sizes():
     c = LANG.config
     assert (
         LANG.vocab.size
-        == 9 + c.n_attributes + c.n_value_prefixes + c.n_value_words + c.n_entities + c.n_filler
+        == 8 + c.n_attributes + c.n_value_prefixes + c.n_value_words + c.n_entities + c.n_filler
     )
     assert 200 <= LANG.vocab.size <= 1000
     assert len(LANG.values) == 2 * c.n_value_words

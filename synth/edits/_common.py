@@ -124,7 +124,7 @@ def supporting_fact(base: Example, query: int, edit: str) -> tuple[Query, int, F
 
 
 def query_key(base: Example, q: Query) -> tuple[int, int]:
-    """(entity, attribute) token ids a query asks about: "? ATTR of ENTITY : ..."."""
+    """(entity, attribute) token ids a query asks about: "? ATTR of ENTITY ..."."""
     return int(base.tokens[q.span.start + 3]), int(base.tokens[q.span.start + 1])
 
 
