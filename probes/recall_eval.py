@@ -209,7 +209,7 @@ def make_recall_eval(
                 nll = [float(r.nll[i, a].mean()) for i, a in enumerate(b.answers)]
                 k, n = sum(correct), len(correct)
                 direct = [
-                    d <= horizon.token(int(a[0]), int(doc_starts(b.doc_ids[i])[a[0]]))[0]
+                    bool(d <= horizon.token(int(a[0]), int(doc_starts(b.doc_ids[i])[a[0]]))[0])
                     for i, (a, d) in enumerate(zip(b.answers, b.distances, strict=True))
                 ]
                 k_direct = sum(c for c, v in zip(correct, direct, strict=True) if v)

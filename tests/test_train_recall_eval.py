@@ -1,5 +1,7 @@
 """The recall-by-distance evaluation that `probe train` runs on held-out synth text."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -76,6 +78,7 @@ def test_callback_reports_accuracy_by_bucket_and_leaves_the_model_untouched(lang
     assert [r["n_direct"] for r in out["recall"]][1] == 0 and out["recall"][1]["acc_direct"] is None
     assert [r["n_direct"] for r in out["recall_mem24"]] == [3, 3]
     assert out["recall_mem24_direct_acc"] == out["recall_mem24_acc"]
+    json.dumps(out)  # plain types: the loop appends it to metrics.jsonl
     for r in out["recall"]:
         assert r["acc_ci95"][0] <= r["acc"] <= r["acc_ci95"][1] and r["answer_nll"] > 0
     assert out["filler_nll"] > 0 and out["filler_entropy"] == lang.filler_entropy_rate()
