@@ -71,7 +71,7 @@ class StreamConfig:
     bursty_len: tuple[int, int] = (64, 512)
     bursty_pairs: int = 8
     bursty_gap: int = 0  # up to this many random filler words between pairs
-    # share of bursty documents written "ENTITY is VALUE" (the spacing of a fact and its query)
+    # share of bursty documents written "ENTITY is VALUE" (the spacing of a fact)
     # instead of "ENTITY VALUE"; never during the curriculum below
     bursty_sep: float = 0.0
     # curriculum: every document that starts within the first `bursty_first` tokens of a row is a
