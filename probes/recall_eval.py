@@ -173,10 +173,10 @@ def make_recall_eval(
         docs = np.concatenate([parts[0][1]] + [p[1][:, 1:] for p in parts[1:]], axis=1)
         held = (toks, docs)
     entropy = float(lang.filler_entropy_rate())
-    floor_mask = [_filler_scored(b) for b in buckets]
+    filler_masks = [_filler_scored(b) for b in buckets]  # fixed: built once, read every eval
     floor = float(
-        sum(b.filler_floor[m].sum() for b, m in zip(buckets, floor_mask, strict=True))
-        / max(sum(int(m.sum()) for m in floor_mask), 1)
+        sum(b.filler_floor[m].sum() for b, m in zip(buckets, filler_masks, strict=True))
+        / max(sum(int(m.sum()) for m in filler_masks), 1)
     )
 
     def evaluate(model: Any, step: int) -> dict[str, Any]:
@@ -199,8 +199,7 @@ def make_recall_eval(
         for name, geo in geometries.items():
             horizon = Horizon.of(geo, model_config.n_layer)
             rows, hits, total, hits_direct, total_direct = [], 0, 0, 0, 0
-            for b in buckets:
-                filler = _filler_scored(b)
+            for b, filler in zip(buckets, filler_masks, strict=True):
                 scored = filler.copy() if name == "recall" else np.zeros_like(filler)
                 for i, a in enumerate(b.answers):
                     scored[i, a] = True
