@@ -66,9 +66,9 @@ def bench(session: nox.Session) -> None:
 def train(session: nox.Session) -> None:
     """Retrain the shipped models: `probe train --preset tiny` and its no-recurrence sibling
     `--preset tiny-mem0`, seeded, one CPU thread each (the thread count is part of what makes a
-    run bitwise repeatable), into runs/train/, then copy their final models over
-    probes/models/default and probes/models/default-mem0. Arguments pass through to both
-    (`nox -s train -- --resume`)."""
+    run bitwise repeatable), into runs/train/, compare each with the model it replaces
+    (`probe train-compare`), then copy their final models over probes/models/default and
+    probes/models/default-mem0. Arguments pass through to both (`nox -s train -- --resume`)."""
     import shutil
     from pathlib import Path
 
@@ -89,6 +89,8 @@ def train(session: nox.Session) -> None:
         model, target = out / "model", Path("probes/models") / shipped
         if not (model / "model.safetensors").is_file():
             session.error(f"{model} holds no finished model; nothing shipped")
+        if target.is_dir():  # how far the retrain landed from the model it replaces
+            session.run("probe", "train-compare", str(target), str(out), success_codes=[0, 1])
         staged = target.with_name(f".{shipped}.new")
         shutil.rmtree(staged, ignore_errors=True)
         shutil.copytree(model, staged)  # copy beside the target, then swap: never half a model

@@ -26,6 +26,7 @@ from probes.diagnose_cli import diagnose_command
 from probes.options import COMMON_NAMES, common_options
 from probes.synth_cli import synth as synth_group
 from probes.train_cli import train_command
+from probes.train_compare_cli import train_compare_command
 
 EXIT_OK, EXIT_CHECK, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPT = 0, 1, 2, 3, 130
 
@@ -293,6 +294,7 @@ def rerun_cmd(run_dir: str, out: str | None, as_json: bool, quiet: bool) -> None
 
 
 cli.add_command(train_command)  # `probe train` (probes/train_cli.py)
+cli.add_command(train_compare_command)  # `probe train-compare` (probes/train_compare_cli.py)
 
 
 cli.add_command(synth_group)

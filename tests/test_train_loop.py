@@ -8,8 +8,8 @@ import torch
 from train_worker import VOCAB, ToyStream, tiny_config
 
 from txl.checkpoint import load_checkpoint
+from txl.metrics_log import MetricsLog
 from txl.train import (
-    MetricsLog,
     NonFiniteLossError,
     RunDirError,
     latest_checkpoint,

@@ -60,11 +60,11 @@ from txl import distributed
 from txl.distributed import DistContext
 from txl.io import atomic_write_text, json_safe
 from txl.memory import Memory
+from txl.metrics_log import METRICS_FILE, MetricsLog
 from txl.schedule import WarmupCosine
 from txl.train_config import RUNTIME_KEYS, ConfigError, TrainConfig, differences
 
 RUN_FILE = "run.json"
-METRICS_FILE = "metrics.jsonl"
 CHECKPOINTS_DIR = "checkpoints"
 MODEL_DIR = "model"
 _CKPT_RE = re.compile(r"^step_(\d{8,})$")
@@ -166,36 +166,6 @@ def check_run_dir(out_dir: str | Path, resume: bool) -> Path | None:
     if ckpt is None:
         raise RunDirError(f"nothing to resume in {out}: the run has no complete checkpoint yet")
     return ckpt
-
-
-class MetricsLog:
-    """metrics.jsonl: one JSON object per line, appended and flushed as the run goes."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def append(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps(json_safe(record), sort_keys=True, allow_nan=False)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-
-    def records(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        out = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(json.JSONDecodeError):  # a line cut by a kill
-                out.append(json.loads(line))
-        return out
-
-    def truncate_after(self, step: int) -> None:
-        """Keep only the records of steps <= `step` (before replaying the steps after it)."""
-        keep = [r for r in self.records() if int(r.get("step", 0)) <= step]
-        lines = (json.dumps(json_safe(r), sort_keys=True, allow_nan=False) + "\n" for r in keep)
-        atomic_write_text(self.path, "".join(lines))
-
-    def text(self) -> str:
-        return self.path.read_text(encoding="utf-8") if self.path.exists() else ""
 
 
 # ---------------------------------------------------------------------------------------------
