@@ -90,13 +90,27 @@ def train(session: nox.Session) -> None:
         if not (model / "model.safetensors").is_file():
             session.error(f"{model} holds no finished model; nothing shipped")
         if target.is_dir():  # how far the retrain landed from the model it replaces
-            session.run("probe", "train-compare", str(target), str(out), success_codes=[0, 1])
+            _compare(session, target, out)
         staged = target.with_name(f".{shipped}.new")
         shutil.rmtree(staged, ignore_errors=True)
         shutil.copytree(model, staged)  # copy beside the target, then swap: never half a model
         shutil.rmtree(target, ignore_errors=True)
         staged.rename(target)
         session.log(f"shipped {model} as {target}")
+
+
+def _compare(session: nox.Session, shipped, run) -> None:
+    """Print `probe train-compare SHIPPED RUN`, keep its JSON as RUN/compare.json, and warn
+    when the retrain did not reproduce the model it is about to replace (a changed recipe may
+    mean to; the run is shipped either way)."""
+    import json
+
+    args = ("probe", "train-compare", str(shipped), str(run))
+    session.run(*args, success_codes=[0, 1])
+    text = session.run(*args, "--json", silent=True, success_codes=[0, 1])
+    (run / "compare.json").write_text(text)
+    if not json.loads(text)["reproduced"]:
+        session.warn(f"{run} does not reproduce {shipped}; see {run / 'compare.json'}")
 
 
 @nox.session

@@ -1,7 +1,8 @@
 """`probe train-compare A B`: how far training run B (a retrain) landed from run A (say, the
 shipped model); txl/run_compare.py does the work.
 
-Exit codes: 0 identical or within tolerance, 1 the runs differ, 2 bad input (one line).
+Exit codes: 0 reproduced (both runs complete; identical or within tolerance), 1 not (the runs
+differ, one is shorter, or they share no evaluation), 2 bad input (one line).
 Imports nothing heavy at module level: `probe --help` stays instant."""
 
 from __future__ import annotations
@@ -43,15 +44,17 @@ def train_compare_command(
 
     \b
     Verdict, from the last common evaluation: identical (every loss and field equal),
-    within tolerance (NLLs within --nll-tol, accuracies within --acc-tol, counts equal),
-    or differs; "so far" when one run trained fewer steps than the other.
+    within tolerance (held-out NLLs within --nll-tol, recall accuracies within --acc-tol,
+    counts equal; interval bounds and per-bucket answer NLLs are shown, not judged), or
+    differs; "so far" when one run trained fewer steps than the other. Exit 0 only when both
+    runs are complete and the verdict is identical or within tolerance, else 1.
     """
     from probes.cli import EXIT_CHECK, InputError
-    from txl.run_compare import RunMetricsError, compare_runs
+    from txl.run_compare import compare_runs
 
     try:
         result = compare_runs(_resolve(run_a), _resolve(run_b), nll_tol=nll_tol, acc_tol=acc_tol)
-    except RunMetricsError as e:
+    except ValueError as e:  # RunMetricsError, or a NaN tolerance
         raise InputError(str(e)) from None
     if as_json:
         import json
@@ -61,7 +64,7 @@ def train_compare_command(
         click.echo(json.dumps(json_safe(result.to_dict()), sort_keys=True, allow_nan=False))
     else:
         _print(result)
-    if result.verdict == "differs":
+    if not result.reproduced:
         click.get_current_context().exit(EXIT_CHECK)
 
 
@@ -81,12 +84,14 @@ def _num(v: float | None, digits: int = 5) -> str:
 
 
 def _print(r) -> None:
+    from functools import partial
+
     from probes.report import console
 
-    c = console()
-    c.print(f"A: {r.a}")
-    c.print(f"B: {r.b}")
-    c.print(
+    say = partial(console().print, markup=False)  # paths and field names are text, not markup
+    say(f"A: {r.a}")
+    say(f"B: {r.b}")
+    say(
         f"train losses: {r.n_train_common:,} common steps (A {r.n_train_a:,}, B {r.n_train_b:,}), "
         f"{r.n_loss_identical:,} identical"
         + (
@@ -97,26 +102,29 @@ def _print(r) -> None:
         )
     )
     if not r.eval_steps_common:
-        c.print("evaluations: none at a common step")
+        say("evaluations: none at a common step")
     else:
         moved = sum(v != 0.0 for v in r.max_eval_diff.values())
-        c.print(
+        say(
             f"evaluations: {len(r.eval_steps_common)} at common steps "
             f"({r.eval_steps_common[0]:,} … {r.final_step:,}); {moved} of "
             f"{len(r.max_eval_diff)} fields differ somewhere"
         )
-        c.print(f"last common evaluation, step {r.final_step:,}:")
-        c.print(f"  {'field':<34} {'A':>10} {'B':>10} {'B − A':>11}")
+        say(f"last common evaluation, step {r.final_step:,}:")
+        say(f"  {'field':<34} {'A':>10} {'B':>10} {'B − A':>11}")
         for d in r.final:
             if d.name in HEADLINE_FIELDS or (d.kind == "accuracy" and _is_headline_acc(d.name)):
                 delta = "-" if d.delta is None else f"{d.delta:+.2e}"
-                c.print(f"  {d.name:<34} {_num(d.a):>10} {_num(d.b):>10} {delta:>11}")
+                say(f"  {d.name:<34} {_num(d.a):>10} {_num(d.b):>10} {delta:>11}")
         for d in r.out_of_tolerance:
-            c.print(f"  out of tolerance: {d.name} ({d.kind}) {_num(d.a)} → {_num(d.b)}")
+            say(f"  out of tolerance: {d.name} ({d.kind}) {_num(d.a)} → {_num(d.b)}")
+        for side, names in (("A", r.only_a), ("B", r.only_b)):
+            if names:
+                say(f"  only in {side} (not judged): {', '.join(names)}")
     tol = f"(NLL ±{r.nll_tol:g} nats, accuracy ±{r.acc_tol:g})"
-    c.print(f"verdict: {r.verdict} {tol}")
+    say(f"verdict: {r.verdict} {tol}")
 
 
 def _is_headline_acc(name: str) -> bool:
-    """Overall recall accuracies and each bucket's accuracy (not its interval bounds)."""
-    return "[" not in name.rsplit(".", 1)[-1] and (name.endswith(".acc") or "." not in name)
+    """Overall recall accuracies and each bucket's accuracy (not its direct-window share)."""
+    return name.endswith(".acc") or "." not in name

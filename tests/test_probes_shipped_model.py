@@ -75,6 +75,26 @@ def test_shipped_model_is_what_its_preset_trains(name, preset):
     assert differences(TrainConfig.from_dict(resolved).to_dict(), shipped_config) == []
 
 
+def test_shipped_default_meets_the_bars_at_its_last_evaluation():
+    """The bars the default model is shipped on, read from its own metrics.jsonl (a retrain
+    that is copied in must meet them too): recall >= 95 % where the fact is in the answer's
+    direct window, beyond the training span at --mem 640 an interval above twice chance, filler
+    NLL within 5 % of the entropy rate; and the directory stays <= 10 MB."""
+    path = shipped("default")
+    records = [json.loads(x) for x in (path / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in records if r["kind"] == "eval"][-1]
+    mem_len = _training_config("default")["model"]["mem_len"]
+    chance = 1 / len(Language.default().values)
+
+    assert last["recall_direct_acc"] >= 0.95
+    within_mem = [b for b in last["recall"] if b["hi"] <= mem_len]  # every fact in the window
+    assert within_mem and all(b["acc"] >= 0.95 for b in within_mem)
+    beyond = [b for b in last["recall_mem640"] if not b["inside"]]
+    assert beyond and all(b["acc_ci95"][0] > 2 * chance for b in beyond)
+    assert last["filler_nll"] <= 1.05 * last["filler_entropy"]
+    assert sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) <= 10 * 2**20
+
+
 def test_fact_swap_quick_runs_on_the_shipped_model(tmp_path):
     path = shipped("default")
     from probes import adapters

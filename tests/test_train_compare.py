@@ -64,7 +64,7 @@ def test_losses_that_drift_but_land_within_tolerance(tmp_path):
     ("b_eval", "nll_tol", "acc_tol", "bad"),
     [
         (evaluation(4, nll=2.02), 0.01, 0.1, ["nll"]),
-        (evaluation(4, acc=(1.0, 0.25)), 0.01, 0.1, ["recall[16-32].acc", "recall[16-32].acc_ci95[0]", "recall_acc"]),
+        (evaluation(4, acc=(1.0, 0.25)), 0.01, 0.1, ["recall[16-32].acc", "recall_acc"]),
         (evaluation(4, n_direct=(4, 3)), 1.0, 1.0, ["recall[16-32].n_direct"]),
         (evaluation(4, nll=None), 1.0, 1.0, ["nll"]),
     ],
@@ -83,8 +83,37 @@ def test_a_shorter_run_is_compared_so_far(tmp_path):
     b = write_run(tmp_path / "b", LOSSES[:2], [evaluation(2)])
     r = compare_runs(a, b)
     assert not r.complete and r.verdict == "identical so far" and r.final_step == 2
+    assert not r.reproduced and invoke(str(a), str(b)).exit_code == 1
     c = write_run(tmp_path / "c", LOSSES[:1], [])
-    assert compare_runs(a, c).verdict == "differs"  # no evaluation in common: nothing to judge
+    assert compare_runs(a, c).verdict == "no common evaluation"
+
+
+def test_interval_bounds_and_bucket_answer_nlls_are_shown_not_judged(tmp_path):
+    # two answers of a 32-query bucket flip: the accuracy moves by 0.0625, its Wilson lower
+    # bound by more; a far bucket's answer NLL (chance level, a few dozen answers) moves freely
+    a = write_run(tmp_path / "a", LOSSES, [evaluation(4)])
+    moved = evaluation(4, acc=(30 / 32, 0.5))
+    moved["recall"][0]["acc_ci95"] = [0.798, 0.983]
+    moved["recall"][1]["answer_nll"] = 0.6
+    b = write_run(tmp_path / "b", LOSSES, [moved])
+    r = compare_runs(a, b, acc_tol=0.07)
+    assert r.verdict == "within tolerance" and r.reproduced
+    assert r.max_eval_diff["recall[16-32].answer_nll"] == pytest.approx(0.5)
+
+
+def test_a_field_only_one_run_records_is_listed_not_judged(tmp_path):
+    a = write_run(tmp_path / "a", LOSSES, [evaluation(4)])
+    b = write_run(tmp_path / "b", LOSSES, [dict(evaluation(4), new_field=1.0)])
+    r = compare_runs(a, b)
+    assert r.only_b == ["new_field"] and not r.only_a
+    assert r.verdict == "within tolerance"  # not "identical": the records are not the same
+
+
+def test_a_loss_that_is_not_a_number_is_a_difference_not_a_crash(tmp_path):
+    a = write_run(tmp_path / "a", LOSSES, [evaluation(4)])
+    b = write_run(tmp_path / "b", [6.5, "oops", None, 3.0], [evaluation(4)])
+    r = compare_runs(a, b)
+    assert (r.n_loss_identical, r.first_loss_diff_step, r.max_loss_diff) == (2, 2, float("inf"))
 
 
 def test_a_replayed_step_counts_once_with_its_last_line(tmp_path):
@@ -99,12 +128,14 @@ def test_a_replayed_step_counts_once_with_its_last_line(tmp_path):
 def test_field_kinds():
     names = dict(flatten(evaluation(4)))
     kinds = {n: field_kind(n) for n in names}
-    assert kinds["nll"] == kinds["filler_nll"] == kinds["recall[5-16].answer_nll"] == "nats"
+    assert kinds["nll"] == kinds["filler_nll"] == "nats"
     assert kinds["recall_acc"] == kinds["recall[5-16].acc"] == "accuracy"
-    assert kinds["recall[5-16].acc_ci95[1]"] == "accuracy"
+    assert kinds["recall[5-16].acc_ci95[1]"] == kinds["recall[5-16].answer_nll"] == "reported"
     assert kinds["recall[5-16].n_direct"] == kinds["recall[5-16].lo"] == "exact"
+    assert field_kind("recall_mem640_direct_acc") == field_kind("recall[5-16].acc_direct")
     assert field_kind("recall_mem640_direct_acc") == "accuracy"
     assert field_kind("filler_floor") == field_kind("filler_entropy") == "nats"
+    assert field_kind("some_new_float") == "exact"  # unknown: fails safe
     assert names["recall[5-16].inside"] == 1.0
 
 
@@ -117,6 +148,8 @@ def test_cli_exit_codes_and_json(tmp_path):
     b = write_run(tmp_path / "b", LOSSES, [evaluation(4, nll=2.5)])
     same = invoke(str(a), str(a / "metrics.jsonl"))
     assert same.exit_code == 0 and "verdict: identical" in same.stdout
+    marked = write_run(tmp_path / "r[red]x", LOSSES, [evaluation(4)])
+    assert f"B: {marked}" in invoke(str(a), str(marked)).stdout  # a path is not rich markup
     apart = invoke(str(a), str(b), "--json")
     assert apart.exit_code == 1
     doc = json.loads(apart.stdout)
@@ -130,6 +163,8 @@ def test_cli_exit_codes_and_json(tmp_path):
         (["{a}", "{tmp}/missing"], "no metrics.jsonl at"),
         (["{a}", "{tmp}/empty"], "holds no metrics records"),
         (["{a}", "{a}", "--nll-tol", "-1"], "--nll-tol"),
+        (["{a}", "{a}", "--acc-tol", "nan"], "bad tolerance"),
+        (["{a}", "{tmp}/latin1"], "UTF-8"),
         (["{a}"], "Missing argument"),
     ],
 )
@@ -137,6 +172,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
     a = write_run(tmp_path / "a", LOSSES, [evaluation(4)])
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "metrics.jsonl").write_text("not json\n")
+    (tmp_path / "latin1").write_bytes(b'{"kind": "train", "step": 1, "loss": "\xe9"}\n')
     result = invoke(*(x.format(a=a, tmp=tmp_path) for x in args))
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()

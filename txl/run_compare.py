@@ -8,16 +8,24 @@ runs evaluated, timings left out. A recall list of buckets is read bucket by buc
 
 The verdict looks at the last common evaluation only. Along a long run a different summation
 order (another thread count, CPU or torch build) moves individual losses chaotically, but the
-trained model — held-out NLL, recall by distance — should land in the same place:
+trained model — held-out NLL, recall by distance — should land in the same place. Each field of
+an evaluation has a kind (`field_kind`):
 
-    identical         every common loss and evaluation field equal, bit for bit
-    within tolerance  at the last common evaluation, every NLL-like field (nats) within `nll_tol`,
-                      every accuracy within `acc_tol`, every other number (counts, bucket edges)
-                      equal
-    differs           otherwise, or the runs have no evaluation step in common
+    nats       a held-out NLL over the whole evaluation stream (nll, filler_nll, the filler
+               entropy and floor): judged within `nll_tol`
+    accuracy   a recall accuracy, overall or of one bucket: judged within `acc_tol`
+    reported   shown, not judged: what follows from an accuracy (its interval bounds) and
+               per-bucket answer NLLs (a few dozen answers, at chance level in far buckets)
+    exact      anything else (counts, bucket edges, a field not known here): must be equal
 
-with "so far" added to the first two when one run trained fewer steps than the other (stopped
-early, or still running).
+    identical             every common loss and evaluation field equal, bit for bit
+    within tolerance      every judged field of the last common evaluation within its tolerance
+    differs               otherwise
+    no common evaluation  the runs never evaluated at the same step: nothing to judge
+
+"so far" follows the first two when one run trained fewer steps than the other (stopped early,
+or still running). A field that only one run records (the evaluation gained a field between
+versions) is listed, not judged.
 """
 
 from __future__ import annotations
@@ -57,7 +65,10 @@ def metrics_path(path: str | os.PathLike) -> Path:
 def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The records of a metrics.jsonl that carry a step (a line cut short by a kill is skipped)."""
     p = metrics_path(path)
-    records = [r for r in MetricsLog(p).records() if isinstance(r, dict)]
+    try:
+        records = [r for r in MetricsLog(p).records() if isinstance(r, dict)]
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunMetricsError(f"cannot read {p}: {e}; expected a UTF-8 {METRICS_FILE}") from None
     records = [r for r in records if isinstance(r.get("step"), int)]
     if not records:
         raise RunMetricsError(f"{p} holds no metrics records")
@@ -65,13 +76,28 @@ def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def field_kind(name: str) -> str:
-    """How a flattened evaluation field is compared: 'nats', 'accuracy' or 'exact'."""
+    """How a flattened evaluation field is compared: 'nats', 'accuracy', 'reported' or 'exact'
+    (see the module docstring). Read from the name's last part; a top-level NLL is an aggregate
+    over the evaluation stream, a nested one (`recall[5-16].answer_nll`) a per-bucket figure.
+    A field this does not recognise is 'exact': it fails safe."""
     leaf = name.rsplit(".", 1)[-1].split("[", 1)[0]
-    if "nll" in leaf or leaf in ("filler_entropy", "filler_floor"):
-        return "nats"
-    if leaf == "acc" or leaf.startswith("acc_") or leaf.endswith("_acc") or "_acc_" in leaf:
+    nested = "." in name
+    if leaf.startswith("acc_ci"):
+        return "reported"
+    if leaf == "acc" or leaf.startswith("acc_") or leaf.endswith("_acc"):
         return "accuracy"
+    if "nll" in leaf:
+        return "reported" if nested else "nats"
+    if leaf in ("filler_entropy", "filler_floor"):
+        return "nats"
     return "exact"
+
+
+def _number(value: Any) -> float | None:
+    """A loss as a float; None for null or anything that is not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
 
 
 def _bucket_label(item: Mapping[str, Any], index: int) -> str:
@@ -104,19 +130,21 @@ def flatten(record: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
 @dataclass(frozen=True)
 class FieldDiff:
     name: str
-    kind: str  # nats | accuracy | exact
+    kind: str  # nats | accuracy | reported | exact
     a: float | None
     b: float | None
 
     @property
     def delta(self) -> float | None:
-        """b − a; None when either side is missing or null."""
+        """b − a; None when either side is null (non-finite)."""
         if self.a is None or self.b is None:
             return None
         return self.b - self.a
 
     def within(self, nll_tol: float, acc_tol: float) -> bool:
-        if self.a is None or self.b is None:
+        if self.kind == "reported":
+            return True
+        if self.a is None or self.b is None:  # a recorded null: non-finite
             return self.a is None and self.b is None
         tol = {"nats": nll_tol, "accuracy": acc_tol}.get(self.kind, 0.0)
         return abs(self.b - self.a) <= tol
@@ -133,8 +161,10 @@ class RunComparison:
     max_loss_diff: float | None  # over common steps; None if there are none
     first_loss_diff_step: int | None
     eval_steps_common: list[int]
-    max_eval_diff: dict[str, float]  # field -> largest |b − a| over the common evaluations
+    max_eval_diff: dict[str, float]  # common field -> largest |b − a| over the common evaluations
     final: list[FieldDiff] = field(default_factory=list)  # at the last common evaluation
+    only_a: list[str] = field(default_factory=list)  # fields one run records and the other not
+    only_b: list[str] = field(default_factory=list)
     nll_tol: float = DEFAULT_NLL_TOL
     acc_tol: float = DEFAULT_ACC_TOL
 
@@ -153,7 +183,7 @@ class RunComparison:
             and self.n_loss_identical == self.n_train_common
             and bool(self.eval_steps_common)
             and all(v == 0.0 for v in self.max_eval_diff.values())
-            and all(d.a == d.b for d in self.final)
+            and not (self.only_a or self.only_b)
         )
 
     @property
@@ -163,17 +193,26 @@ class RunComparison:
 
     @property
     def verdict(self) -> str:
+        if not self.eval_steps_common:
+            return "no common evaluation"
+        so_far = "" if self.complete else " so far"
         if self.identical:
-            return "identical" if self.complete else "identical so far"
-        if self.eval_steps_common and not self.out_of_tolerance:
-            return "within tolerance" if self.complete else "within tolerance so far"
+            return "identical" + so_far
+        if not self.out_of_tolerance:
+            return "within tolerance" + so_far
         return "differs"
+
+    @property
+    def reproduced(self) -> bool:
+        """Both runs complete and the verdict identical or within tolerance."""
+        return self.complete and self.verdict in ("identical", "within tolerance")
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "a": self.a,
             "b": self.b,
             "verdict": self.verdict,
+            "reproduced": self.reproduced,
             "complete": self.complete,
             "nll_tol": self.nll_tol,
             "acc_tol": self.acc_tol,
@@ -194,6 +233,8 @@ class RunComparison:
                     for d in self.final
                 ],
                 "out_of_tolerance": [d.name for d in self.out_of_tolerance],
+                "only_a": self.only_a,
+                "only_b": self.only_b,
             },
         }
 
@@ -211,13 +252,13 @@ def compare_runs(
 ) -> RunComparison:
     """Compare run `b` (say, a retrain) with run `a` (say, the shipped model)."""
     if not (nll_tol >= 0 and acc_tol >= 0):  # also refuses NaN
-        raise ValueError(f"bad tolerance: nll_tol {nll_tol}, acc_tol {acc_tol}; expected >= 0")
+        raise ValueError(f"bad tolerance: nll {nll_tol}, accuracy {acc_tol}; expected numbers >= 0")
     ra, rb = read_metrics(a), read_metrics(b)
     train_a, train_b = _by_step(ra, "train"), _by_step(rb, "train")
     common = sorted(set(train_a) & set(train_b))
     n_same, max_diff, first = 0, None, None
     for step in common:
-        la, lb = train_a[step].get("loss"), train_b[step].get("loss")
+        la, lb = _number(train_a[step].get("loss")), _number(train_b[step].get("loss"))
         if la == lb:
             n_same += 1
             continue
@@ -234,10 +275,14 @@ def compare_runs(
     eval_common = sorted(set(eval_a) & set(eval_b))
     max_eval: dict[str, float] = {}
     final: list[FieldDiff] = []
+    only_a: dict[str, None] = {}  # ordered sets
+    only_b: dict[str, None] = {}
     for step in eval_common:
         fa, fb = dict(flatten(eval_a[step])), dict(flatten(eval_b[step]))
-        names = list(fa) + [n for n in fb if n not in fa]  # the records' own order
-        diffs = [FieldDiff(n, field_kind(n), fa.get(n), fb.get(n)) for n in names]
+        only_a.update(dict.fromkeys(n for n in fa if n not in fb))
+        only_b.update(dict.fromkeys(n for n in fb if n not in fa))
+        names = [n for n in fa if n in fb]  # the record's own order
+        diffs = [FieldDiff(n, field_kind(n), fa[n], fb[n]) for n in names]
         for d in diffs:
             delta = d.delta
             gap = abs(delta) if delta is not None else (0.0 if d.a == d.b else math.inf)
@@ -255,6 +300,8 @@ def compare_runs(
         eval_steps_common=eval_common,
         max_eval_diff=max_eval,
         final=final,
+        only_a=list(only_a),
+        only_b=list(only_b),
         nll_tol=nll_tol,
         acc_tol=acc_tol,
     )
