@@ -5,6 +5,7 @@ stay instant (no numpy, no torch); a probe's module is imported only when it is 
     probe run PROBE [common options] [probe options]      (PROBE: a name or path/to/file.py:Class)
     probe report RUN_DIR... [--json]
     probe rerun RUN_DIR [--json]
+    probe diagnose | synth | train | train-compare ...   (probes/*_cli.py)
 
 Data goes to stdout (a table and a one-line verdict, or exactly one JSON document with --json);
 progress and logs go to stderr, and only when stderr is a terminal and neither --quiet nor --json
