@@ -5,10 +5,10 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from test_train_cli import SMALL
 
 from probes.cli import cli
 from probes.runner import resolve_model_path
-from tests.test_train_cli import SMALL
 from txl.run_compare import compare_runs, field_kind, flatten
 
 
