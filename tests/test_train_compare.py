@@ -125,6 +125,12 @@ def test_a_replayed_step_counts_once_with_its_last_line(tmp_path):
     assert r.n_train_b == 4 and r.verdict == "identical"
 
 
+def test_the_log_file_name_is_the_training_loops():
+    from txl import metrics_log, run_compare
+
+    assert run_compare.METRICS_FILE == metrics_log.METRICS_FILE
+
+
 def test_field_kinds():
     names = dict(flatten(evaluation(4)))
     kinds = {n: field_kind(n) for n in names}

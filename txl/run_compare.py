@@ -37,7 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from txl.metrics_log import METRICS_FILE, MetricsLog
+# No numpy here (txl.metrics_log pulls it in through txl.io): the `probe` CLI imports this
+# module at start-up for its defaults, and `probe --help` stays instant.
+METRICS_FILE = "metrics.jsonl"  # = txl.metrics_log.METRICS_FILE (a test pins them equal)
 
 # Wall-clock fields: they say how fast a machine was, not what the run computed.
 TIMING_KEYS = frozenset({"elapsed_s", "step_s", "eval_s", "tokens_per_s", "mfu"})
@@ -64,6 +66,8 @@ def metrics_path(path: str | os.PathLike) -> Path:
 
 def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The records of a metrics.jsonl that carry a step (a line cut short by a kill is skipped)."""
+    from txl.metrics_log import MetricsLog
+
     p = metrics_path(path)
     try:
         records = [r for r in MetricsLog(p).records() if isinstance(r, dict)]
