@@ -43,7 +43,10 @@ METRICS_FILE = "metrics.jsonl"  # = txl.metrics_log.METRICS_FILE (a test pins th
 
 # Wall-clock fields: they say how fast a machine was, not what the run computed.
 TIMING_KEYS = frozenset({"elapsed_s", "step_s", "eval_s", "tokens_per_s", "mfu"})
-DEFAULT_NLL_TOL = 0.01  # nats
+# The stated tolerance of a retrain with another summation order: the shipped default retrained
+# on 2 threads instead of 1 landed 0.0095 nats off in held-out NLL, 0.0006 in filler NLL and one
+# query off in some 32-query buckets (README, "The shipped models").
+DEFAULT_NLL_TOL = 0.02  # nats
 DEFAULT_ACC_TOL = 0.07  # absolute; two queries of a 32-query bucket
 
 
