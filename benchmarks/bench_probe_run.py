@@ -46,7 +46,7 @@ def measure(argv: list[str]) -> tuple[float, float, int, str]:
 def run(console) -> None:
     from rich.table import Table
 
-    from probes.provenance import cpu_count
+    from probes.framework.provenance import cpu_count
 
     model = Path(os.environ.get("PROBES_BENCH_MODEL", DEFAULT_MODEL))
     probe = [sys.executable, "-m", "probes.cli"]

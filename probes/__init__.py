@@ -7,7 +7,7 @@
 `probes.run` takes the options of `probe run` as keyword arguments (probe-specific ones too:
 `distance="16-64,700-900"`), writes the same run directory and returns the `Summary` whose
 `to_dict()` is what `probe run --json` prints. Bad input raises `probes.ProbeInputError`.
-`model=` also takes any object with the `probes.loss_model.LossModel` protocol (an external
+`model=` also takes any object with the `probes.protocol.LossModel` protocol (an external
 model), or a list of them for a model group. torch's thread count is restored after the run.
 """
 
@@ -21,15 +21,15 @@ __all__ = ["ProbeInputError", "__version__", "run"]
 
 
 def run(probe: str, **options: Any):
-    """Run a probe (see `probes.runner.run` for the options) and return its Summary."""
-    from probes.runner import run as _run
+    """Run a probe (see `probes.framework.runner.run` for the options) and return its Summary."""
+    from probes.framework.runner import run as _run
 
     return _run(probe, **options)
 
 
 def __getattr__(name: str):
     if name == "ProbeInputError":
-        from probes.base import ProbeInputError
+        from probes.framework.probe import ProbeInputError
 
         return ProbeInputError
     raise AttributeError(f"module 'probes' has no attribute {name!r}")

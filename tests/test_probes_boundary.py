@@ -1,4 +1,4 @@
-"""boundary: on a synthetic LossModel with a planted boundary effect (probes.planted: extra loss
+"""boundary: on a synthetic LossModel with a planted boundary effect (probes.adapters.planted: extra loss
 when fewer than 4 tokens are visible, noise keyed to the target only) the gain is exactly the
 planted ramp in the first positions of a segment and exactly 0 elsewhere; on tiny untrained
 models made here: no memory at eval means no gain at all, and the CLI writes its curve."""
@@ -11,12 +11,12 @@ import torch
 from click.testing import CliRunner
 
 import probes
-from probes import params as pm
-from probes.base import RunContext
-from probes.boundary import Boundary
-from probes.cli import cli
-from probes.loss_model import horizon
-from probes.planted import PlantedModel
+from probes.adapters.planted import PlantedModel
+from probes.cli.main import cli
+from probes.framework import params as pm
+from probes.framework.probe import RunContext
+from probes.library.boundary import Boundary
+from probes.protocol import horizon
 from probes.testing import tiny_checkpoint
 from synth.language import Language
 

@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from probes.cli import cli
+from probes.cli.main import cli
 from probes.testing import tiny_checkpoint
 
 CONTRACT_BIN = {
@@ -49,11 +49,11 @@ def test_json_stdout_is_one_document_matching_the_contract(model, tmp_path):
 
 
 def test_table_and_verdict_on_stdout_progress_only_on_stderr(model, tmp_path, monkeypatch):
-    import probes.base
+    import probes.framework.probe
 
-    real_init = probes.base.Progress.__init__
+    real_init = probes.framework.probe.Progress.__init__
     monkeypatch.setattr(
-        probes.base.Progress, "__init__", lambda self, enabled: real_init(self, True)
+        probes.framework.probe.Progress, "__init__", lambda self, enabled: real_init(self, True)
     )  # as if stderr were a terminal
     r = invoke(
         [
@@ -76,7 +76,7 @@ def test_table_and_verdict_on_stdout_progress_only_on_stderr(model, tmp_path, mo
 
 
 def test_failed_own_check_exits_1(model, tmp_path, monkeypatch):
-    from probes.paired import PairedProbe
+    from probes.engine.paired import PairedProbe
 
     real = PairedProbe._checks
 
@@ -100,7 +100,7 @@ def test_failed_own_check_exits_1(model, tmp_path, monkeypatch):
 def test_internal_error_and_interrupt_keep_what_was_done(
     model, tmp_path, monkeypatch, exc, code, status
 ):
-    from probes.paired import PairedProbe
+    from probes.engine.paired import PairedProbe
 
     real = PairedProbe._score_batch
     calls = []
@@ -113,7 +113,7 @@ def test_internal_error_and_interrupt_keep_what_was_done(
 
     monkeypatch.setattr(PairedProbe, "_score_batch", flaky)
     monkeypatch.setattr(
-        "probes.adapters.CachedTXL.max_rows", lambda self, g: 8
+        "probes.adapters.txl.CachedTXL.max_rows", lambda self, g: 8
     )  # 2 pairs (4 rows each) a batch
     r = invoke(["run", "fact-swap", "--model", model, "--out", str(tmp_path), *FAST])
     assert r.exit_code == code

@@ -9,13 +9,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from probes import adapters
-from probes import params as pm
-from probes.base import RunContext
-from probes.cli import cli
-from probes.context_sweep import ContextSweep, effective_context
-from probes.loss_model import geometry, horizon
-from probes.planted import PlantedModel
+from probes.adapters import txl as adapters
+from probes.adapters.planted import PlantedModel
+from probes.cli.main import cli
+from probes.framework import params as pm
+from probes.framework.probe import RunContext
+from probes.library.context_sweep import ContextSweep, effective_context
+from probes.protocol import geometry, horizon
 from probes.testing import tiny_checkpoint
 from synth.language import Language
 

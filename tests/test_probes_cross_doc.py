@@ -10,12 +10,12 @@ import torch
 from click.testing import CliRunner
 
 import probes
-from probes import params as pm
-from probes.base import RunContext
-from probes.cli import cli
-from probes.cross_doc import CrossDoc
-from probes.loss_model import horizon
-from probes.planted import PlantedModel
+from probes.adapters.planted import PlantedModel
+from probes.cli.main import cli
+from probes.framework import params as pm
+from probes.framework.probe import RunContext
+from probes.library.cross_doc import CrossDoc
+from probes.protocol import horizon
 from probes.testing import tiny_checkpoint
 from synth.language import Language
 
@@ -89,7 +89,7 @@ def test_memory_less_model_cannot_see_the_previous_document_beyond_its_segment(m
 
 
 def test_pairs_keep_b_identical_and_place_the_conflict_at_the_distance(models):
-    from probes import adapters
+    from probes.adapters import txl as adapters
 
     lm = adapters.load(models["mem"])
     g = lm.default_geometry()
@@ -125,7 +125,7 @@ def test_metric_names_are_documented_and_json_is_the_contract(models, tmp_path):
 def test_reset_that_leaks_fails_the_probes_own_check_exit_1(models, tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from probes import adapters
+    from probes.adapters import txl as adapters
 
     original = adapters.CachedTXL.score_shared
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from probes.cli import cli
+from probes.cli.main import cli
 from probes.testing import tiny_checkpoint
 
 torch.set_num_threads(1)
@@ -44,7 +44,7 @@ def invoke(*args):
 
 
 def test_json_is_one_document_with_every_row_and_one_run_directory(models, tmp_path, monkeypatch):
-    from probes import adapters
+    from probes.adapters import txl as adapters
 
     loads = []
     real_load = adapters.load
@@ -99,7 +99,7 @@ def test_memory_less_model_shows_no_retrieval_beyond_its_segment(models, tmp_pat
 
 
 def test_a_failed_own_check_exits_1(models, tmp_path, monkeypatch):
-    from probes.fact_swap import FactSwap
+    from probes.library.fact_swap import FactSwap
 
     def broken(self, ctx, records):
         return {"broken": {"passed": False, "doc": "planted failure"}}
@@ -182,7 +182,7 @@ def test_rerun_of_a_diagnose_directory_reproduces_its_table(models, tmp_path):
 
 
 def test_rerun_of_a_directory_that_names_no_run_is_one_line_exit_2(tmp_path):
-    from probes.results import SCHEMA_VERSION, write_json
+    from probes.framework.results import SCHEMA_VERSION, write_json
 
     d = tmp_path / "odd"
     d.mkdir()

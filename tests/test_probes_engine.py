@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import probes
-from probes import adapters
-from probes.base import RunContext
-from probes.loss_model import LossModel, geometry, horizon
-from probes.paired import Job, PairedProbe
+from probes.adapters import txl as adapters
+from probes.engine.paired import Job, PairedProbe
+from probes.framework.probe import RunContext
+from probes.protocol import LossModel, geometry, horizon
 from probes.testing import tiny_checkpoint
 
 
@@ -224,8 +224,8 @@ def test_probe_from_a_file_runs_and_reruns(models, tmp_path):
     f = tmp_path / "outside.py"
     f.write_text(
         "from dataclasses import dataclass\n"
-        "from probes.fact_swap import FactSwap\n"
-        "from probes.registry import probe\n"
+        "from probes.library.fact_swap import FactSwap\n"
+        "from probes.framework.registry import probe\n"
         "@probe('outside-swap', version=2)\n"
         "class OutsideSwap(FactSwap):\n"
         "    '''fact-swap under another name'''\n"
@@ -242,7 +242,7 @@ def test_probe_from_a_file_runs_and_reruns(models, tmp_path):
         progress=False,
     )
     assert s.probe == "outside-swap" and s.version == 2
-    from probes.rerun import rerun
+    from probes.framework.rerun import rerun
 
     res = rerun(s.run_dir, progress=False)
     assert res["match"] == "exact", res["differences"][:3]
@@ -251,7 +251,7 @@ def test_probe_from_a_file_runs_and_reruns(models, tmp_path):
 def test_an_external_loss_model_goes_through_probes_run(models, tmp_path):
     """Anything with the LossModel protocol (info, tokenizer, default_geometry, score) runs a
     probe like a checkpoint: here the planted model, with no torch and no checkpoint."""
-    from probes.planted import PlantedModel
+    from probes.adapters.planted import PlantedModel
     from synth.language import Language
 
     lm = PlantedModel(mem_len=16, tgt_len=16, copy=2.0, tokenizer=Language.default().to_json())
@@ -262,7 +262,7 @@ def test_an_external_loss_model_goes_through_probes_run(models, tmp_path):
 
 
 def test_an_external_model_in_another_language_is_refused(tmp_path):
-    from probes.planted import PlantedModel
+    from probes.adapters.planted import PlantedModel
     from synth.language import Language, LanguageConfig
 
     other = Language(LanguageConfig(n_entities=40, seed=3)).to_json()

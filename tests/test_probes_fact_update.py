@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import probes
-from probes import params as pm
-from probes.base import RunContext
-from probes.fact_update import FactUpdate
-from probes.loss_model import horizon
-from probes.planted import PlantedModel
+from probes.adapters.planted import PlantedModel
+from probes.framework import params as pm
+from probes.framework.probe import RunContext
+from probes.library.fact_update import FactUpdate
+from probes.protocol import horizon
 from probes.testing import tiny_checkpoint
 from synth.language import Language
 

@@ -1,5 +1,5 @@
 """Null calibration of the verdict rule through a probe: on null pairs — fact-update pairs scored
-by a planted LossModel with no effect at all (probes.planted: every token whose view changed gets
+by a planted LossModel with no effect at all (probes.adapters.planted: every token whose view changed gets
 a fresh, identically distributed loss, so base and variant are exchangeable) — the rate at which
 the rule calls a bin significant at α = 0.05 is not significantly above 0.05 (one-sided binomial
 test over 2,000 repetitions of an 8-pair bin).
@@ -11,13 +11,13 @@ paired engine; the rule is then applied to each replica's 8 pair deltas as to a 
 import numpy as np
 from scipy import stats as sst
 
-from probes import params as pm
 from probes import stats
-from probes.base import RunContext
-from probes.fact_update import FactUpdate
-from probes.loss_model import horizon
-from probes.paired import Job
-from probes.planted import PlantedModel
+from probes.adapters.planted import PlantedModel
+from probes.engine.paired import Job
+from probes.framework import params as pm
+from probes.framework.probe import RunContext
+from probes.library.fact_update import FactUpdate
+from probes.protocol import horizon
 from synth.example import Pair
 from synth.language import Language
 

@@ -1,11 +1,11 @@
-"""probes.provenance: run.json records this project's commit, and only this project's."""
+"""probes.framework.provenance: run.json records this project's commit, and only this project's."""
 
 import shutil
 import subprocess
 
 import pytest
 
-from probes.provenance import REPO_ROOT, git_state
+from probes.framework.provenance import REPO_ROOT, git_state
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git command")
 

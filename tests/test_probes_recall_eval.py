@@ -1,4 +1,4 @@
-"""probes.recall_eval scores through the probes' adapter: the `inside` flag of [lo, hi) buckets,
+"""probes.training.recall_eval scores through the probes' adapter: the `inside` flag of [lo, hi) buckets,
 the training flag of the model in training, and no copy of it per call. (The callback's other
 promises are in tests/test_train_recall_eval.py.)"""
 
@@ -7,8 +7,8 @@ import copy
 import pytest
 import torch
 
-from probes.recall_eval import make_recall_eval, wilson
 from probes.stats import wilson as stats_wilson
+from probes.training.recall_eval import make_recall_eval, wilson
 from synth.language import Language
 from txl.config import TXLConfig
 from txl.model import TransformerXL

@@ -10,8 +10,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from probes.cli import cli
-from probes.recl import gains, recl_values
+from probes.cli.main import cli
+from probes.library.recl import gains, recl_values
 from probes.testing import tiny_checkpoint
 
 torch.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""probes.registry and probes.params: lazy listing, refusals, options from Params."""
+"""probes.framework.registry and probes.framework.params: lazy listing, refusals, options from Params."""
 
 import json
 import subprocess
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import click
 import pytest
 
-from probes import params as P
-from probes import registry
+from probes.framework import params as P
+from probes.framework import registry
 
 BUILTIN = {"fact-swap", "fact-delete", "fact-insert", "distractor"}
 
@@ -20,13 +20,13 @@ def test_listing_imports_no_torch_numpy_or_probe_module():
         """
         import sys, time
         t = time.perf_counter()
-        from probes.cli import cli
+        from probes.cli.main import cli
         cli(["list"], standalone_mode=False)
         cli(["--help"], standalone_mode=False)
         cli(["run", "--help"], standalone_mode=False)
         cli(["diagnose", "--help"], standalone_mode=False)
         cli(["train-compare", "--help"], standalone_mode=False)
-        heavy = [m for m in ("torch", "numpy", "scipy", "matplotlib", "synth", "probes.fact_swap") if m in sys.modules]
+        heavy = [m for m in ("torch", "numpy", "scipy", "matplotlib", "synth", "probes.library.fact_swap") if m in sys.modules]
         print("HEAVY", heavy, time.perf_counter() - t)
         """
     )
@@ -39,7 +39,7 @@ def test_builtin_probes_are_found_by_scanning():
     names = set(registry.names())
     assert BUILTIN <= names
     e = {x.name: x for x in registry.entries()}["fact-swap"]
-    assert e.target == "probes.fact_swap:FactSwap" and e.version >= 1 and e.summary
+    assert e.target == "probes.library.fact_swap:FactSwap" and e.version >= 1 and e.summary
 
 
 def test_unknown_name_suggests_the_close_one():
@@ -87,9 +87,9 @@ def test_probe_from_a_file(tmp_path):
         textwrap.dedent(
             '''
             from dataclasses import dataclass
-            from probes.base import Probe
-            from probes.params import param
-            from probes.registry import probe
+            from probes.framework.probe import Probe
+            from probes.framework.params import param
+            from probes.framework.registry import probe
 
             @probe("my-outside-probe", version=3)
             class Outside(Probe):
@@ -113,7 +113,7 @@ def test_probe_from_a_file(tmp_path):
 def test_two_files_declaring_one_name_are_refused(tmp_path, monkeypatch):
     for stem in ("a_probe", "b_probe"):
         (tmp_path / f"{stem}.py").write_text('@probe("twin", version=1)\nclass X:\n    pass\n')
-    monkeypatch.setattr(registry, "PACKAGE_DIR", tmp_path)
+    monkeypatch.setattr(registry, "LIBRARY_DIR", tmp_path)
     monkeypatch.setattr(registry, "_BUILTIN", None)
     with pytest.raises(registry.RegistryError, match="declared twice"):
         registry.builtin_entries()

@@ -1,4 +1,4 @@
-"""probes.results: run directories, atomic JSON, samples as they come, plain npz."""
+"""probes.framework.results: run directories, atomic JSON, samples as they come, plain npz."""
 
 import datetime as dt
 import json
@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from probes import results
+from probes.framework import results
 
 
 def test_run_dir_layout(tmp_path):

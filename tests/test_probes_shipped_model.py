@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from probes.runner import PACKAGE_MODELS
+from probes.framework.runner import PACKAGE_MODELS
 from synth.language import Language
 
 NAMES = ("default", "default-mem0")
@@ -23,7 +23,7 @@ def shipped(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_shipped_model_loads_and_its_tokenizer_is_a_synth_language(name):
-    from probes import adapters
+    from probes.adapters import txl as adapters
 
     lm = adapters.load(shipped(name), device="cpu")
     lang = Language.from_json(lm.tokenizer)
@@ -36,14 +36,14 @@ def test_shipped_model_loads_and_its_tokenizer_is_a_synth_language(name):
 def test_shipped_model_speaks_the_default_language(name):
     """`probe run PROBE` without --language writes Language.default(): the shipped model must
     read it, or the first command of the README fails."""
-    from probes import adapters
+    from probes.adapters import txl as adapters
 
     lm = adapters.load(shipped(name), device="cpu")
     assert Language.from_json(lm.tokenizer) == Language.default()
 
 
 def test_shipped_pair_is_a_model_and_its_no_recurrence_sibling():
-    from probes import adapters
+    from probes.adapters import txl as adapters
 
     main = adapters.load(shipped("default"), device="cpu")
     sibling = adapters.load(shipped("default-mem0"), device="cpu")
@@ -66,7 +66,8 @@ def test_shipped_sibling_has_the_same_recipe_and_budget_at_mem_0():
 @pytest.mark.parametrize(("name", "preset"), [("default", "tiny"), ("default-mem0", "tiny-mem0")])
 def test_shipped_model_is_what_its_preset_trains(name, preset):
     """`nox -s train` (probe train --preset P --threads 1) retrains exactly this configuration."""
-    from txl.train_config import TrainConfig, differences, resolve_dict
+    from probes.training.presets import resolve_dict
+    from txl.train_config import TrainConfig, differences
 
     shipped_config = _training_config(name)
     resolved = resolve_dict(preset, overrides=["threads=1"])
@@ -97,8 +98,8 @@ def test_shipped_default_meets_the_bars_at_its_last_evaluation():
 
 def test_fact_swap_quick_runs_on_the_shipped_model(tmp_path):
     path = shipped("default")
-    from probes import adapters
-    from probes.cli import cli
+    from probes.adapters import txl as adapters
+    from probes.cli.main import cli
 
     lang_args = []
     if Language.from_json(adapters.load(path, device="cpu").tokenizer) != Language.default():

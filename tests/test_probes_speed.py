@@ -7,7 +7,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from probes.cli import cli
+from probes.cli.main import cli
 from probes.testing import tiny_checkpoint
 
 torch.set_num_threads(1)

@@ -6,12 +6,12 @@ import numpy as np
 import torch
 
 import probes
-from probes import params as pm
-from probes.base import RunContext
-from probes.loss_model import horizon
-from probes.planted import PlantedModel
+from probes.adapters.planted import PlantedModel
+from probes.framework import params as pm
+from probes.framework.probe import RunContext
+from probes.library.topic_shift import TopicShift
+from probes.protocol import horizon
 from probes.testing import tiny_checkpoint
-from probes.topic_shift import TopicShift
 from synth.language import Language
 
 torch.set_num_threads(1)

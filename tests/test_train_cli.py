@@ -8,7 +8,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from probes.cli import cli
+from probes.cli.main import cli
 
 
 def invoke(*args):
@@ -69,7 +69,7 @@ def test_cuda_without_cuda_is_one_line_exit_2(tmp_path):
 
 def test_train_help_does_not_import_torch():
     code = (
-        "import sys; from probes.cli import cli; cli(['train', '--help'], standalone_mode=False);"
+        "import sys; from probes.cli.main import cli; cli(['train', '--help'], standalone_mode=False);"
         " assert 'torch' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
@@ -157,9 +157,10 @@ def test_json_summary_of_a_diverged_eval_is_strict_json_with_null(tmp_path, monk
 def test_heldout_nll_reads_the_mixture_not_the_curriculum():
     """With a bursty curriculum the training stream starts with bursty documents only; the held-out
     stream behind the evaluation's NLL is the mixture from its first token."""
-    from probes.train_cli import _stream
+    from probes.cli.train import _stream
+    from probes.training.presets import resolve_dict
     from synth.language import Language
-    from txl.train_config import TrainConfig, resolve_dict
+    from txl.train_config import TrainConfig
 
     lang = Language.default()
     data = resolve_dict("tiny", overrides=["data.bursty_first=100000"])

@@ -7,9 +7,9 @@ import pytest
 from click.testing import CliRunner
 from test_train_cli import SMALL
 
-from probes.cli import cli
-from probes.runner import resolve_model_path
-from txl.run_compare import compare_runs, field_kind, flatten
+from probes.cli.main import cli
+from probes.framework.runner import resolve_model_path
+from probes.training.compare import compare_runs, field_kind, flatten
 
 
 def evaluation(step, nll=2.0, acc=(1.0, 0.5), n_direct=(4, 2)):
@@ -126,9 +126,10 @@ def test_a_replayed_step_counts_once_with_its_last_line(tmp_path):
 
 
 def test_the_log_file_name_is_the_training_loops():
-    from txl import metrics_log, run_compare
+    from probes.training import compare
+    from txl import metrics_log
 
-    assert run_compare.METRICS_FILE == metrics_log.METRICS_FILE
+    assert compare.METRICS_FILE == metrics_log.METRICS_FILE
 
 
 def test_field_kinds():

@@ -6,14 +6,13 @@ import math
 
 import pytest
 
-from txl.presets import PRESETS
+from probes.training.presets import PRESETS, resolve_dict
 from txl.schedule import WarmupCosine
 from txl.train_config import (
     ConfigError,
     TrainConfig,
     differences,
     parse_value,
-    resolve_dict,
 )
 
 

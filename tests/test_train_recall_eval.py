@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from probes.recall_eval import (
+from probes.training.recall_eval import (
     RecallEvalConfig,
     default_edges,
     make_buckets,

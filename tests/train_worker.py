@@ -87,7 +87,8 @@ class ToyStream:
 
 def tiny_config(**overrides: Any):
     """A d_model 16 model and a short schedule; overrides are dotted config keys."""
-    from txl.train_config import TrainConfig, resolve_dict
+    from probes.training.presets import resolve_dict
+    from txl.train_config import TrainConfig
 
     items = {
         "model.vocab_size": VOCAB,

@@ -1,6 +1,6 @@
 """Training configuration: one frozen dataclass, resolved from layers.
 
-Layers, lowest first: a preset (`txl.presets`), a config file (TOML or JSON), then overrides
+Layers, lowest first: a preset (a named table of the caller's: `resolve_dict(presets=...)`), a config file (TOML or JSON), then overrides
 (`key=value`, dotted for nested keys: `lr=3e-4`, `model.d_model=256`, `data.bursty=0.5`).
 A file may name its own base with `preset = "small"`. Unknown keys and ill-typed values are refused
 with a one-line `ConfigError` that names the key, the value and what would be right.
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from txl.config import TXLConfig
-from txl.presets import DEFAULT_PRESET, PRESETS
 
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -307,18 +306,22 @@ def resolve_dict(
     preset: str | None = None,
     config_file: str | Path | None = None,
     overrides: Iterable[str | tuple[str, Any]] = (),
+    *,
+    presets: Mapping[str, Mapping[str, Any]],
+    default_preset: str,
 ) -> dict[str, Any]:
     """The layered nested dict: preset < config file < overrides (left to right).
 
-    The preset is the one given, else the file's `preset`, else `tiny`. The result records it
+    `presets` are named partial configs (txl knows none: whoever trains supplies them). The preset
+    is the one given, else the file's `preset`, else `default_preset`. The result records it
     under "preset" and is ready for `TrainConfig.from_dict` once `model.vocab_size` is set."""
     file_data = load_file(config_file) if config_file is not None else {}
-    name = preset or file_data.get("preset") or DEFAULT_PRESET
-    if not isinstance(name, str) or name not in PRESETS:
-        close = difflib.get_close_matches(str(name), PRESETS, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(PRESETS)}"
+    name = preset or file_data.get("preset") or default_preset
+    if not isinstance(name, str) or name not in presets:
+        close = difflib.get_close_matches(str(name), list(presets), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(presets)}"
         raise ConfigError(f"unknown preset {name!r}; {hint}")
-    data = merge({"preset": name}, PRESETS[name])
+    data = merge({"preset": name}, presets[name])
     data = merge(data, {k: v for k, v in file_data.items() if k != "preset"})
     for item in overrides:
         key, value = parse_override(item) if isinstance(item, str) else item

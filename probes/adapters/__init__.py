@@ -1,0 +1,3 @@
+"""LossModel adapters: the only modules of `probes` that import torch or a model library.
+`txl` wraps Transformer-XL checkpoints (the cached streaming evaluator and the recompute
+baseline); `planted` is a torch-free model with planted effects, for tests and calibration."""

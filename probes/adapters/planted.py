@@ -1,0 +1,132 @@
+"""A planted LossModel: losses that are a known function of the text and the geometry.
+
+For tests and demos of the probes: no torch, no training, and every effect a probe should find
+is put there on purpose (or left out, for a null). For a scored token t:
+
+    NLL(t) = base + noise(t) + boundary(h) − copy · [tokens[t] is among the visible tokens]
+    boundary(h) = boundary_nats · max(0, 1 − (h − 1) / boundary_len)
+
+- h = how many tokens the prediction of t can see, and the visible tokens are tokens[t − h : t]:
+  with `score` (streaming) h is t's layered reach (probes.reach, for the geometry and `n_layer`;
+  clipped at the row start, and under `reset` at the query's document start); with
+  `score_window` it is the window (clipped the same way).
+- boundary: extra loss when little is visible (h ≤ boundary_len): a planted "context
+  fragmentation" that a memory repairs; exactly 0 once h > boundary_len.
+- copy: a planted "retrieval": the target is cheaper when it was seen in the visible context.
+- noise: N(0, sigma²), drawn from a hash of `seed` and of
+    "context"  (t, tokens[t], its doc id, the visible tokens): an unchanged view gives exactly
+               the same loss, any change of what the token sees a fresh, identically distributed
+               draw — so a base and a variant that differ only where a token cannot see are
+               exactly equal, and otherwise exchangeable (the null of every paired probe);
+    "token"    (t, tokens[t]) only: identical targets get identical noise under any condition,
+               so differences between conditions are exactly the planted terms.
+`correct` = the copy condition holds (the model "retrieves" the token).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+
+from probes.protocol import ModelInfo, TokenScores, check_inputs
+from probes.reach import Horizon, doc_starts
+
+
+@dataclass
+class PlantedModel:
+    tgt_len: int = 16
+    mem_len: int = 16
+    n_layer: int = 2
+    base: float = 3.0
+    sigma: float = 0.5
+    noise: Literal["context", "token"] = "context"
+    boundary_nats: float = 0.0
+    boundary_len: int = 4
+    copy: float = 0.0
+    seed: int = 0
+    tokenizer: dict | None = None  # no tokenizer claim: it scores any token ids
+    info: ModelInfo = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.info = ModelInfo(
+            id=f"planted-{self.seed}",
+            path="<planted>",
+            sha256=hashlib.sha256(repr(self._spec()).encode()).hexdigest(),
+            config=self._spec(),
+            n_layer=self.n_layer,
+            train_tgt_len=self.tgt_len,
+            train_mem_len=self.mem_len,
+            evaluator="planted",
+            dtype="float64",
+        )
+
+    def _spec(self) -> dict[str, Any]:
+        keys = ("tgt_len", "mem_len", "n_layer", "base", "sigma", "noise")
+        keys += ("boundary_nats", "boundary_len", "copy", "seed")
+        return {k: getattr(self, k) for k in keys}
+
+    def with_seed(self, seed: int) -> PlantedModel:
+        return replace(self, seed=seed)
+
+    # ------------------------------------------------------------------ LossModel
+
+    def default_geometry(self):
+        from txl.geometry import Geometry
+
+        return Geometry(self.tgt_len, self.mem_len, clamp_len=self.tgt_len + self.mem_len)
+
+    def horizon(self, geometry) -> Horizon:
+        return Horizon.of(geometry, self.n_layer)
+
+    def score(self, tokens, doc_ids, positions, geometry) -> TokenScores:
+        check_inputs(tokens, doc_ids, positions)
+        hz = self.horizon(geometry)
+
+        def visible(t: int, start: int) -> int:
+            return hz.token(t, start)[1]
+
+        return self._scores(tokens, doc_ids, positions, visible)
+
+    def score_window(self, tokens, doc_ids, positions, window: int, geometry) -> TokenScores:
+        check_inputs(tokens, doc_ids, positions)
+
+        def visible(t: int, start: int) -> int:
+            return min(int(window), t - (start if geometry.reset else 0))
+
+        return self._scores(tokens, doc_ids, positions, visible)
+
+    # ------------------------------------------------------------------ the planted losses
+
+    def _scores(self, tokens, doc_ids, positions, visible) -> TokenScores:
+        tokens = np.asarray(tokens, dtype=np.int64)
+        R, N = tokens.shape
+        nll = np.full((R, N), np.nan)
+        correct = np.zeros((R, N), dtype=bool)
+        for r in range(R):
+            starts = doc_starts(doc_ids[r])
+            for t in np.flatnonzero(positions[r] & (np.asarray(doc_ids[r]) >= 0)):
+                t = int(t)
+                h = visible(t, int(starts[t - 1]))
+                seen = tokens[r, t - h : t]
+                hit = bool(np.any(seen == tokens[r, t]))
+                loss = self.base + self.sigma * self._normal(t, tokens[r, t], doc_ids[r, t], seen)
+                loss += self.boundary_nats * max(0.0, 1.0 - (h - 1) / self.boundary_len)
+                loss -= self.copy * hit
+                nll[r, t] = loss
+                correct[r, t] = hit
+        return TokenScores(nll, correct)
+
+    def _normal(self, t: int, target: int, doc: int, seen: np.ndarray) -> float:
+        h = hashlib.blake2b(digest_size=16)
+        h.update(np.array([self.seed, t, target], dtype=np.int64).tobytes())
+        if self.noise == "context":
+            h.update(np.array([doc], dtype=np.int64).tobytes())
+            h.update(np.ascontiguousarray(seen, dtype=np.int64).tobytes())
+        d = h.digest()
+        u1 = (int.from_bytes(d[:8], "little") + 1) / 2.0**64  # (0, 1]
+        u2 = int.from_bytes(d[8:], "little") / 2.0**64
+        return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)  # Box–Muller

@@ -1,0 +1,336 @@
+"""LossModel adapters for Transformer-XL checkpoints (imports torch: loaded only when a run starts).
+
+- `CachedTXL` (`--evaluator cached`): the streaming evaluator (`txl.evaluator.stream_nll`): each row
+  is cut into segments of `tgt_len` from position 0 and each segment reads the cached states of the
+  previous ones. Rows that share a prefix are computed once up to the last segment boundary inside
+  the prefix and forked (`Memory.select`): a base and its variant pay for the text before the edit
+  once. Forking at segment boundaries keeps the segmentation, so forked and unforked scores agree.
+- `RecomputeTXL` (`--evaluator recompute`): the sliding-window evaluator
+  (`txl.evaluator.recompute_nll`): every scored token gets a fresh window of `mem_len + tgt_len`
+  tokens before it and no memory (the paper's evaluation of its no-recurrence models). Direct
+  window = layered reach = that window.
+
+Both run in float32 unless told otherwise; the dtype is recorded. An adapter can wrap a model in
+training (`probes.training.recall_eval` does): it never copies or converts the model (it evaluates on the
+device and in the dtype of the model's parameters unless told otherwise) and leaves the model's
+training flag as it found it (`txl.evaluator` switches to eval mode for a call and back).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from probes.protocol import ModelInfo, TokenScores, check_inputs
+from probes.reach import Horizon
+from txl.geometry import Geometry
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+
+
+class AdapterError(ValueError):
+    """A model that cannot be used as asked; the message is one line."""
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise AdapterError(
+            f"--device cuda: CUDA is not available here (torch {torch.__version__}); "
+            "use --device cpu or --device auto"
+        )
+    if device not in ("cpu", "cuda"):
+        raise AdapterError(f"--device {device!r}: use auto, cpu or cuda")
+    return device
+
+
+def default_threads() -> int:
+    """The cores this process may use, less those other processes keep busy (the 1-minute load
+    average, rounded down): oversubscribed OpenMP threads spin against each other, and on a
+    shared 2-core machine one thread then evaluates 2–3× faster than two."""
+    from probes.framework.provenance import cpu_count
+
+    cores = cpu_count()
+    try:
+        busy = int(os.getloadavg()[0])
+    except OSError:  # pragma: no cover - no load average on this platform
+        busy = 0
+    return max(1, cores - busy)
+
+
+@contextmanager
+def threads(n: int | None) -> Iterator[int]:
+    """Use `n` torch threads (None: `default_threads()`) inside the block and restore the
+    process's previous count after it (torch's thread count is process-wide: a library call of
+    `probes.run` must not leave it changed). Yields the count in use."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n or default_threads())
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+
+class _TXLBase:
+    def __init__(self, model, info: ModelInfo, tokenizer: dict | None, dtype: str = "float32"):
+        """`model` is used as it is (no copy); scoring runs on its parameters' device."""
+        self.model = model
+        self.info = info
+        self.tokenizer = tokenizer
+        # the parameters' own device (torch.device("cuda:0"), not "cuda"): txl.evaluator copies
+        # a model whose device differs from the one asked for
+        self.device = next(model.parameters()).device
+        self.dtype_name = dtype
+        self.dtype = DTYPES[dtype]
+        self.config = model.config
+
+    def default_geometry(self) -> Geometry:
+        return Geometry.for_model(self.config)
+
+    def max_rows(self, geometry: Geometry, budget_bytes: int = 400 * 2**20) -> int:
+        """Rows per forward that keep activations and memory within `budget_bytes`."""
+        c = self.config
+        keys = geometry.mem_len + geometry.tgt_len
+        itemsize = torch.finfo(self.dtype).bits // 8
+        attn = 3 * c.n_head * geometry.tgt_len * keys  # scores, probabilities, position scores
+        states = (c.n_layer + 1) * keys * c.d_model + 4 * geometry.tgt_len * c.d_inner
+        logits = 2 * geometry.tgt_len * c.vocab_size
+        per_row = itemsize * (attn + states + logits)
+        return max(1, min(256, budget_bytes // max(per_row, 1)))
+
+    @torch.inference_mode()
+    def score_window(self, tokens, doc_ids, positions, window: int, geometry) -> TokenScores:
+        """Truncated context (probes.protocol, `score_window`): every scored token is predicted
+        from exactly the `window` tokens before it by a fresh forward without memory
+        (txl.evaluator.recompute_nll), whatever this adapter's own evaluator is."""
+        from txl.evaluator import recompute_nll
+
+        check_inputs(tokens, doc_ids, positions)
+        out = recompute_nll(
+            self.model,
+            np.ascontiguousarray(tokens, dtype=np.int64),
+            np.ascontiguousarray(doc_ids, dtype=np.int64),
+            int(window),
+            positions=positions,
+            clamp_len=geometry.clamp_len,
+            reset=geometry.reset,
+            device=self.device,
+            dtype=self.dtype,
+        )
+        nll = np.where(positions, out.nll, np.nan)
+        return TokenScores(nll, np.asarray(out.correct) & positions)
+
+
+class CachedTXL(_TXLBase):
+    """Streaming evaluation with memory (see module docstring)."""
+
+    def horizon(self, geometry: Geometry) -> Horizon:
+        return Horizon.of(geometry, self.config.n_layer)
+
+    def score(self, tokens, doc_ids, positions, geometry) -> TokenScores:
+        rows = tokens.shape[0]
+        return self.score_shared(
+            tokens,
+            doc_ids,
+            positions,
+            geometry,
+            parent=np.full(rows, -1),
+            shared=np.zeros(rows, dtype=np.int64),
+        )
+
+    @torch.inference_mode()
+    def score_shared(self, tokens, doc_ids, positions, geometry, *, parent, shared) -> TokenScores:
+        from txl.evaluator import stream_nll
+        from txl.memory import Memory
+
+        check_inputs(tokens, doc_ids, positions)
+        tokens = np.ascontiguousarray(tokens, dtype=np.int64)
+        doc_ids = np.ascontiguousarray(doc_ids, dtype=np.int64)
+        R, N = tokens.shape
+        T = geometry.tgt_len
+        nll = np.full((R, N), np.nan)
+        correct = np.zeros((R, N), dtype=bool)
+        if N < 2 or R == 0:
+            return TokenScores(nll, correct)
+        birth, end, eff_parent = fork_plan(positions, np.asarray(parent), np.asarray(shared), T, N)
+        bounds = sorted({0, N - 1, *birth.tolist(), *end.tolist()})
+        c = self.config
+        active: list[int] = []
+        memory = None
+        for i, s in enumerate(bounds):
+            born = [r for r in range(R) if birth[r] == s and (eff_parent[r] >= 0 or s == 0)]
+            for r in born:  # a fork starts with its parent's scores for the shared targets
+                if eff_parent[r] >= 0:
+                    nll[r, : s + 1] = nll[eff_parent[r], : s + 1]
+                    correct[r, : s + 1] = correct[eff_parent[r], : s + 1]
+            if i == len(bounds) - 1:
+                break
+            e = bounds[i + 1]
+            running = [r for r in active if end[r] > s] + [r for r in born if end[r] > s]
+            if not running:
+                active, memory = [], None
+                continue
+            if s == 0:
+                memory = Memory.empty(c.n_layer, len(running), c.d_model, self.device, self.dtype)
+            else:
+                where = {r: j for j, r in enumerate(active)}
+                index = [where[r] if r in where else where[int(eff_parent[r])] for r in running]
+                memory = memory.select(torch.tensor(index, dtype=torch.long))
+            rows = np.array(running)
+            out = stream_nll(
+                self.model,
+                tokens[rows, s : e + 1],
+                doc_ids[rows, s : e + 1],
+                geometry,
+                memory=memory,
+                device=self.device,
+                dtype=self.dtype,
+            )
+            nll[rows, s + 1 : e + 1] = out.nll[:, 1:]
+            correct[rows, s + 1 : e + 1] = out.correct[:, 1:]
+            active, memory = running, out.memory
+        nll[~positions] = np.nan
+        correct[~positions] = False
+        return TokenScores(nll, correct)
+
+
+def fork_plan(positions, parent, shared, T: int, N: int):
+    """When each row starts (`birth`, a multiple of T: the inputs already processed when it forks
+    off its parent), how far it must run (`end`, inputs processed) and which live row it forks
+    from (`eff_parent`, −1 for roots). A row forks at the last segment boundary b with
+    b + 1 <= shared (its first b inputs and the target b equal the parent's)."""
+    R = positions.shape[0]
+    last = np.array([np.flatnonzero(p).max() if p.any() else 0 for p in positions])
+    # inputs needed to score target `last`: last; round up to a segment boundary, cap at N − 1
+    end = np.minimum(((last + T - 1) // T) * T, N - 1)
+    birth = np.zeros(R, dtype=np.int64)
+    eff = np.full(R, -1, dtype=np.int64)
+    for r in range(R):
+        p = int(parent[r])
+        if p < 0:
+            continue
+        if p == r:
+            raise ValueError(f"row {r} is its own parent")
+        b = _fork_point(shared[r], T, end[r])
+        # fork from the nearest ancestor already running at b (one born at b shares the same
+        # tokens up to b with its own parent, so its parent's state serves as well)
+        seen = {r}
+        while p >= 0 and b > 0:
+            if p in seen:
+                raise ValueError("row parents form a cycle")
+            seen.add(p)
+            if parent[p] < 0 or _fork_point(shared[p], T, end[p]) < b:
+                break  # p is a root (runs from 0) or forks before b: it is running at b
+            p = int(parent[p])
+        if b == 0 or p < 0:
+            continue  # computed from the start: no sharing possible
+        birth[r] = b
+        eff[r] = p
+    # a parent runs at least until its children have forked
+    for r in sorted(range(R), key=lambda i: -birth[i]):
+        if eff[r] >= 0:
+            end[eff[r]] = max(end[eff[r]], birth[r])
+    return birth, end, eff
+
+
+def _fork_point(shared: int, T: int, end: int) -> int:
+    """The last segment boundary b with b + 1 <= shared, capped at `end` (0: no sharing)."""
+    b = ((int(shared) - 1) // T) * T if shared > 0 else 0
+    return max(0, min(b, int(end)))
+
+
+class RecomputeTXL(_TXLBase):
+    """Sliding-window evaluation without memory (see module docstring)."""
+
+    def window(self, geometry: Geometry) -> int:
+        return geometry.mem_len + geometry.tgt_len
+
+    def horizon(self, geometry: Geometry) -> Horizon:
+        return Horizon.of(geometry, self.config.n_layer, window=self.window(geometry))
+
+    def score(self, tokens, doc_ids, positions, geometry) -> TokenScores:
+        return self.score_window(tokens, doc_ids, positions, self.window(geometry), geometry)
+
+
+EVALUATORS = {"cached": CachedTXL, "recompute": RecomputeTXL}
+
+
+def load(
+    path: str | os.PathLike,
+    *,
+    evaluator: str = "cached",
+    device: str = "cpu",
+    dtype: str = "float32",
+    model_id: str | None = None,
+) -> _TXLBase:
+    """A LossModel from a checkpoint directory. Raises AdapterError (one line) when the path is not
+    a usable checkpoint."""
+    from txl.checkpoint import CheckpointError, load_checkpoint
+
+    if evaluator not in EVALUATORS:
+        raise AdapterError(f"--evaluator {evaluator!r}: use cached or recompute")
+    if dtype not in DTYPES:
+        raise AdapterError(f"--dtype {dtype!r}: use {', '.join(DTYPES)}")
+    p = Path(path)
+    if not p.exists():
+        raise AdapterError(f"--model {str(path)!r} does not exist; give a checkpoint directory")
+    try:
+        ckpt = load_checkpoint(p, device=device)
+    except CheckpointError as e:
+        raise AdapterError(f"--model {str(path)!r}: {e}") from None
+    model = ckpt.model.to(device=device, dtype=DTYPES[dtype]).eval()
+    resolved = Path(ckpt.path).resolve()
+    return wrap(
+        model,
+        evaluator=evaluator,
+        dtype=dtype,
+        tokenizer=ckpt.tokenizer,
+        model_id=model_id or f"{resolved.name}-{ckpt.sha256[:8]}",
+        path=str(resolved),
+        sha256=ckpt.sha256,
+        extra={"training": ckpt.training} if ckpt.training else {},
+    )
+
+
+def wrap(
+    model,
+    *,
+    evaluator: str = "cached",
+    dtype: str = "float32",
+    tokenizer: dict | None = None,
+    model_id: str = "in-memory",
+    path: str = "<in memory>",
+    sha256: str = "",
+    extra: dict | None = None,
+) -> _TXLBase:
+    """A LossModel around a TransformerXL object as it is (say, one in training): scored on its
+    parameters' device. A model already in `dtype` is used without a copy; otherwise one
+    converted copy is made here, once (never one per call). The model's training flag is left
+    as it is found."""
+    param = next(model.parameters())
+    if param.dtype != DTYPES[dtype]:
+        import copy
+
+        model = copy.deepcopy(model).to(dtype=DTYPES[dtype])
+    config = model.config
+    info = ModelInfo(
+        id=model_id,
+        path=path,
+        sha256=sha256,
+        config=config.to_dict(),
+        n_layer=config.n_layer,
+        train_tgt_len=config.tgt_len,
+        train_mem_len=config.mem_len,
+        vocab_size=config.vocab_size,
+        evaluator=evaluator,
+        dtype=dtype,
+        device=param.device.type,
+        extra=extra or {},
+    )
+    return EVALUATORS[evaluator](model, info, tokenizer, dtype)

@@ -1,0 +1,137 @@
+"""What the fact probes share: distance and lead parameters, and base examples built by synth.
+
+A base example is one document: `<eod>`, `lead` filler tokens, the fact, filler, then the query
+whose first answer token is exactly `distance` tokens after the fact's last token ("." of the
+fact), then two filler tokens. The lead is drawn per pair (by default from 8 to 8 + tgt_len − 1)
+so the fact and the query fall at every offset in their segments, which the reach of a token
+depends on. Distances are drawn uniformly inside each bin.
+
+Seeds: each bin (or grid cell) draws its pairs from its own stream, keyed by the probe name and
+the bin's own values (not its index), so a bin gives the same pairs whatever other bins a run has
+— runs at `--mem 128` and `--mem 640` with the same `--distance` score identical pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from probes.engine.paired import Job
+from probes.framework.params import param
+from probes.framework.probe import ProbeInputError, RunContext
+from probes.reach import auto_bins, check_ranges, parse_ranges
+
+DISTANCE_HELP = (
+    "distance bins, fact's last token → first answer token: 'auto' (two bins inside the direct "
+    "window, one only in the layered reach when there is one, one beyond it, from the eval "
+    "geometry) or LO-HI,… e.g. 16-64,700-900"
+)
+LEAD_HELP = (
+    "filler tokens between the document start and the fact, drawn per pair: 'auto' (8 to "
+    "8 + tgt_len − 1) or LO-HI"
+)
+
+
+def check_lead(text: str) -> None:
+    parse_lead(text, tgt_len=1)
+
+
+def parse_lead(text: str, tgt_len: int) -> tuple[int, int]:
+    text = text.strip()
+    if text == "auto":
+        return 8, 8 + tgt_len - 1
+    try:
+        lo, hi = (int(x) for x in text.split("-", 1)) if "-" in text else (int(text),) * 2
+    except ValueError:
+        raise ValueError(f"{text!r} is not a range; write 'auto' or LO-HI, e.g. 8-71") from None
+    if lo < 1 or hi < lo:
+        raise ValueError(f"bad lead range {text!r}; need 1 <= LO <= HI, e.g. 8-71")
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class DistanceParams:
+    distance: str = param("auto", help=DISTANCE_HELP, check=check_ranges)
+
+
+@dataclass(frozen=True)
+class FactParams(DistanceParams):
+    lead: str = param("auto", help=LEAD_HELP, check=check_lead)
+
+
+def distance_bins(text: str, ctx: RunContext) -> list[tuple[int, int]]:
+    from synth.generate import MIN_DISTANCE
+
+    bins = parse_ranges(text) or auto_bins(ctx.horizon)
+    if bins[0][0] < MIN_DISTANCE:
+        if parse_ranges(text) is None:  # auto with a tiny horizon: start at the minimum
+            bins[0] = (MIN_DISTANCE, max(MIN_DISTANCE, bins[0][1]))
+        else:
+            raise ProbeInputError(
+                f"--distance {text!r}: distances start at {MIN_DISTANCE} (a fact ends at least "
+                f"{MIN_DISTANCE} tokens before its answer); e.g. {MIN_DISTANCE}-64"
+            )
+    return bins
+
+
+def lead_range(text: str, ctx: RunContext) -> tuple[int, int]:
+    return parse_lead(text, ctx.geometry.tgt_len)
+
+
+def base_example(ctx: RunContext, rng, distance: int, lead: int, *, supported: bool = True):
+    """One document with one fact and its query `distance` apart (see module docstring)."""
+    from synth.generate import make_example
+
+    try:
+        return make_example(ctx.lang, rng, [distance], lead=lead, supported=supported)
+    except ValueError as e:
+        raise ProbeInputError(f"cannot build an example at distance {distance}: {e}") from None
+
+
+def answer_job(
+    group: int,
+    pair,
+    stated_in,
+    info: dict,
+    *,
+    sign: int = 1,
+    alt: tuple[int, ...] | None = None,
+    base_id: int | None = None,
+    value_len: bool = True,
+) -> Job:
+    """The Job scoring query 0's answer in `pair`; distances run from the fact's last token in
+    `stated_in` (the example that states the fact). `value_len` appends the answer's length to
+    `info`."""
+    bt, vt = pair.aligned_targets()
+    q = stated_in.queries[0]
+    return Job(
+        group=group,
+        pair=pair,
+        base_targets=bt,
+        variant_targets=vt,
+        fact_end=stated_in.facts[q.fact].span.end - 1,
+        sign=sign,
+        alt=alt,
+        info={**info, "value_len": len(bt)} if value_len else info,
+        base_id=base_id,
+    )
+
+
+def plan_by_distance(probe, ctx: RunContext, edit, alt=None) -> None:
+    """Fill `probe.groups` (one per distance bin) and `probe.jobs` (ctx.n pairs per bin): a base
+    example per pair (`probe.params.distance` / `.lead`), `edit(base, rng)` makes its pair;
+    `alt(pair)`, if given, is the contrast answer."""
+    from synth import rng as rnd
+
+    bins = distance_bins(probe.params.distance, ctx)
+    lead_lo, lead_hi = lead_range(probe.params.lead, ctx)
+    probe.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
+    probe.jobs = []
+    for g, (lo, hi) in enumerate(bins):
+        rng = ctx.rng(probe.name, lo, hi)
+        for _ in range(ctx.n):
+            d = rnd.randrange(rng, lo, hi)
+            lead = rnd.randrange(rng, lead_lo, lead_hi)
+            base = base_example(ctx, rng, d, lead)
+            pair = edit(base, rng)
+            job_alt = None if alt is None else alt(pair)
+            probe.jobs.append(answer_job(g, pair, base, {"lead": lead}, alt=job_alt))

@@ -1,0 +1,161 @@
+"""What context-sweep and recl share: long texts with facts at spread distances, and their
+losses at a sweep of visible-history lengths.
+
+A sweep text is one document of `max_context + window + 1` tokens (more when `max_context` is
+too short for the facts) whose last `window` tokens are scored: its `facts` queries sit at the
+end of that window (their answer tokens are the `answer` targets), every fact stated earlier at
+a distance drawn log-uniformly from one stratum each of [8 · facts + 4, max_context − 16] (so
+that every fact precedes the block of queries); filler tokens of the window, evenly spaced, are
+the `ordinary` targets (local grammar and topic). Every scored token has at least `max_context` tokens of its own document before it, so
+truncating its history to c ≤ max_context tokens is exact truncation, never the document start.
+
+`truncated(model, texts, c)`: every target predicted from exactly c previous tokens (the
+recompute evaluator with window c, via the LossModel's `score_window`); `streaming(model, texts,
+geometry, c)`: the streaming evaluator with mem_len c (which sees further through layered reach).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from probes.framework.probe import ProbeInputError, RunContext
+
+MIN_FACT_DISTANCE = 8
+CONTEXTS_HELP = (
+    "visible-history lengths c: 'auto' (1, 2, 4, … and the maximum) or a comma list, e.g. "
+    "1,16,64,256"
+)
+
+
+@dataclass(frozen=True)
+class SweepText:
+    tokens: np.ndarray  # (L,)
+    doc_ids: np.ndarray  # (L,)
+    answer: np.ndarray  # positions of answer tokens (scored)
+    ordinary: np.ndarray  # positions of filler tokens in the scored window
+    distance: np.ndarray  # per answer token: distance from its fact's last token
+
+    @property
+    def scored(self) -> np.ndarray:
+        return np.sort(np.r_[self.answer, self.ordinary])
+
+
+def require_window(models, probe: str) -> None:
+    """Refuse (bad input) a model that cannot score a truncated context (`score_window`)."""
+    for m in models:
+        if not hasattr(m, "score_window"):
+            raise ProbeInputError(
+                f"{probe}: model {m.info.id!r} cannot score a truncated context (its adapter has "
+                "no score_window); use a Transformer-XL checkpoint"
+            )
+
+
+def parse_contexts(text: str, maximum: int | None = None) -> list[int]:
+    """'auto' → 1, 2, 4, … < maximum, and maximum; else the given increasing list (each ≥ 1)."""
+    text = text.strip()
+    if text == "auto":
+        if maximum is None:
+            return []
+        out = [1 << k for k in range(0, 64) if (1 << k) < maximum]
+        return [*out, maximum]
+    try:
+        out = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a list of lengths; write 'auto' or e.g. 1,16,64"
+        ) from None
+    if any(c < 1 for c in out) or sorted(set(out)) != out:
+        raise ValueError(
+            f"contexts {text!r} must be increasing integers >= 1 (a prediction needs at least its "
+            "input token), e.g. 1,16,64"
+        )
+    return out
+
+
+def check_contexts(text: str) -> None:
+    parse_contexts(text)
+
+
+def make_texts(
+    ctx: RunContext, rng, n: int, max_context: int, window: int, facts: int, ordinary: int = 0
+) -> list[SweepText]:
+    """n sweep texts; `ordinary` > 0 keeps that many of the window's filler tokens (evenly
+    spaced) as ordinary targets, 0 all of them."""
+    from synth import rng as rnd
+    from synth.generate import make_example
+
+    ordinary_k = ordinary
+    lo = max(MIN_FACT_DISTANCE, 8 * facts + 4)  # every fact before the block of queries
+    hi = max(lo, max_context - 16)
+    length = max(max_context, hi + 16) + window + 1
+    if window < 8 * facts + 4:
+        raise ProbeInputError(
+            f"--window {window} cannot hold {facts} queries (8 tokens each) and some filler; "
+            f"use --window {8 * facts + 8} or fewer --facts"
+        )
+    texts = []
+    edges = np.geomspace(lo, hi + 1, facts + 1)
+    for _ in range(n):
+        dists = []
+        for k in range(facts):
+            lo_k, hi_k = math.log(edges[k]), math.log(edges[k + 1])
+            d = int(math.exp(lo_k + (hi_k - lo_k) * rng.random()))
+            dists.append(min(max(d, lo), hi))
+        order = rnd.permutation(rng, facts)
+        dists = [dists[i] for i in order]
+        try:
+            ex = make_example(ctx.lang, rng, dists, length=length, lead=8)
+        except ValueError as e:
+            raise ProbeInputError(f"cannot build a sweep text: {e}") from None
+        start = length - window
+        keep = ex.targets >= start
+        answer = ex.targets[keep]
+        dist = np.concatenate([ex.distance(q) + np.arange(len(q.answer)) for q in ex.queries])
+        dist = dist[keep]
+        filler = np.flatnonzero(ex.filler_mask())
+        ordinary = filler[filler >= start]
+        if 0 < ordinary_k < len(ordinary):
+            pick = np.unique(np.linspace(0, len(ordinary) - 1, ordinary_k).round().astype(int))
+            ordinary = ordinary[pick]
+        texts.append(SweepText(ex.tokens, ex.doc_ids, answer, ordinary, dist))
+    return texts
+
+
+def _rows(texts: list[SweepText]):
+    tokens = np.stack([t.tokens for t in texts])
+    docs = np.stack([t.doc_ids for t in texts])
+    pos = np.zeros(tokens.shape, dtype=bool)
+    for i, t in enumerate(texts):
+        pos[i, t.scored] = True
+    return tokens, docs, pos
+
+
+def truncated(model, texts: list[SweepText], c: int, geometry):
+    """(nll, correct), each (n_texts, L): exactly c tokens of history per scored token."""
+    from probes.protocol import score_truncated
+
+    tokens, docs, pos = _rows(texts)
+    out = score_truncated(model, tokens, docs, pos, c, geometry)
+    return out.nll, out.correct
+
+
+def streaming(model, texts: list[SweepText], c: int, geometry):
+    """(nll, correct) with the model's own evaluator and mem_len c (no same_length at c = 0)."""
+    from probes.protocol import score_rows
+
+    tokens, docs, pos = _rows(texts)
+    g = replace(geometry, mem_len=c, same_length=geometry.same_length and c > 0)
+    out = score_rows(model, tokens, docs, pos, g)
+    return out.nll, out.correct
+
+
+def pair_means(nll: np.ndarray, texts: list[SweepText], which: str) -> np.ndarray:
+    """(n_texts,) the mean NLL of each text's `which` targets (answer | ordinary | all)."""
+    out = []
+    for i, t in enumerate(texts):
+        p = t.scored if which == "all" else getattr(t, which)
+        out.append(float(nll[i, p].mean()))
+    return np.array(out)

@@ -1,0 +1,3 @@
+"""The run framework: what a probe is (`probe`), how it is found (`registry`), its parameters
+(`params`) and the run options every probe shares (`options`), the runner that turns options into
+a run directory (`runner`, `models`, `results`, `provenance`), `rerun`, and the diagnose suite."""

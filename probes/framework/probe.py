@@ -1,0 +1,206 @@
+"""What every probe is: a class with `Params`, `plan` and `execute`, registered by name.
+
+    @probe("fact-swap", version=1)
+    class FactSwap(Probe):
+        '''One line for `probe list`.'''
+
+        @dataclass(frozen=True)
+        class Params:
+            distance: str = param("auto", help="...", check=check_ranges)
+
+        default_n = 40      # pairs per group: justify it from the effect it must detect
+        quick_n = 8
+
+        def plan(self, ctx): ...      # build every pair (cheap); raise ProbeInputError on bad input
+        def execute(self, ctx): ...   # score, append samples, return an Outcome
+
+The runner calls `plan` before it creates the run directory (so bad input leaves nothing behind) and
+`execute` after. A probe reaches the model only through `ctx.model` (a `LossModel`). Everything a
+probe reports goes into `Outcome`: `metrics` (named numbers; every name documented in
+`metric_docs`), `bins` (groups of pairs: distance bins or grid cells), `checks` (the run's own
+sanity checks: a failed one makes `probe run` exit 1), a one-line `verdict`, per-token arrays
+and plots. Probes whose output is not a delta-by-distance table (speed, recl, boundary positions)
+fill `metrics`/`bins` with their own names and document them in `metric_docs`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+class ProbeInputError(ValueError):
+    """Bad input found while planning a run (exit 2); the message is one line."""
+
+
+class ProbeNotApplicable(ProbeInputError):
+    """The evaluation geometry cannot host the probe at all (RECL needs two contexts, and mem 0
+    leaves one). Bad input for `probe run`; `probe diagnose` leaves the probe out and gives
+    `reason` (what about the geometry, without the fix that only `probe run` options offer)."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass
+class RunContext:
+    model: Any  # a probes.protocol.LossModel
+    geometry: Any  # txl.geometry.Geometry
+    horizon: Any  # probes.reach.Horizon
+    lang: Any  # synth.language.Language (None for probes that need no synth text)
+    n: int  # pairs per group
+    seed: int
+    quick: bool = False
+    progress: Progress | None = None
+    run_dir: Any = None  # probes.framework.results.RunDir, set before execute()
+    # The model group (LossModels, `model` first) of a probe with `model_group = True`; else [].
+    group: list = field(default_factory=list)
+
+    def rng(self, *path: int | str):
+        """A generator for this run's seed in the "probe" namespace, one stream per `path`
+        (so each group's pairs do not depend on how many other groups there are)."""
+        from synth import rng as rnd
+
+        ss = rnd.seed_sequence(self.seed, "probe")
+        keys = [abs(hash_key(p)) for p in path]
+        return rnd.make_rng(np.random.SeedSequence([*ss.entropy, *keys]))
+
+    def log(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress.log(message)
+
+    def sample(self, record: dict) -> None:
+        """Append one record to the run's samples.jsonl (nothing without a run directory)."""
+        if self.run_dir is not None:
+            self.run_dir.append_sample(record)
+
+    @contextmanager
+    def steps(self, total: int, description: str) -> Iterator[Callable[[int], None]]:
+        """Show progress over `total` steps while the block runs; yields `advance(k)`."""
+        if self.progress is not None:
+            self.progress.start(total, description)
+        try:
+            yield self._advance
+        finally:
+            if self.progress is not None:
+                self.progress.stop()
+
+    def _advance(self, k: int = 1) -> None:
+        if self.progress is not None:
+            self.progress.advance(k)
+
+
+def hash_key(part: int | str) -> int:
+    """A stable integer for a seed path component (Python's hash() is salted per process)."""
+    if isinstance(part, int):
+        return part
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(part.encode()).digest()[:8], "little")
+
+
+@dataclass
+class Outcome:
+    metrics: dict[str, Any]
+    bins: list[dict[str, Any]]
+    checks: dict[str, dict[str, Any]]
+    verdict: str
+    metric_docs: dict[str, str]
+    higher_is_better: dict[str, bool] = field(default_factory=dict)
+    n_pairs: int = 0
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    plots: list[Callable[[Path], str]] = field(default_factory=list)  # run dir → file name
+
+    @property
+    def passed(self) -> bool:
+        return all(c.get("passed", True) for c in self.checks.values())
+
+
+class Probe:
+    """Base class of every probe (see module docstring)."""
+
+    name: ClassVar[str]
+    version: ClassVar[int]
+    Params: ClassVar[type]
+    default_n: ClassVar[int] = 32
+    quick_n: ClassVar[int] = 8
+    needs_language: ClassVar[bool] = True
+    # True: the probe compares a group of models (`--model` repeated; see runner.group_paths).
+    model_group: ClassVar[bool] = False
+    # True: the probe runs every cache policy itself (reset and carry on the same tokens), so a
+    # run's --reset/--carry would mean nothing; the runner refuses it (exit 2).
+    runs_every_policy: ClassVar[bool] = False
+
+    def __init__(self, params: Any):
+        self.params = params
+
+    def plan(self, ctx: RunContext) -> None:
+        raise NotImplementedError
+
+    def execute(self, ctx: RunContext) -> Outcome:
+        raise NotImplementedError
+
+
+class Progress:
+    """Progress bar and log lines on stderr; silent when disabled (not a TTY, --quiet, --json)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self._bar = None
+        self._task = None
+        self._console = None
+        if enabled:
+            from rich.console import Console
+
+            self._console = Console(file=sys.stderr)
+
+    @classmethod
+    def auto(cls, quiet: bool = False) -> Progress:
+        return cls(enabled=not quiet and sys.stderr.isatty())
+
+    def log(self, message: str) -> None:
+        if self._console is not None:
+            self._console.print(f"[dim]{message}[/dim]", highlight=False)
+
+    def start(self, total: int, description: str) -> None:
+        if not self.enabled:
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.progress import (
+            Progress as RichProgress,
+        )
+
+        self.stop()
+        self._bar = RichProgress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=self._console,
+            transient=True,
+        )
+        self._bar.start()
+        self._task = self._bar.add_task(description, total=total)
+
+    def advance(self, k: int = 1) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task, k)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None

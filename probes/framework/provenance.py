@@ -1,0 +1,104 @@
+"""Where a result came from: code version, library versions, machine.
+
+Everything here is cheap and never fails a run: a value that cannot be found is recorded as None.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the checkout, when running from one
+PROJECT = "txl-probes"
+
+
+def _is_project_checkout(top: Path) -> bool:
+    """Whether `top` (a git work tree's top) is this project: its pyproject.toml names it."""
+    import tomllib
+
+    try:
+        with open(top / "pyproject.toml", "rb") as f:
+            return tomllib.load(f).get("project", {}).get("name") == PROJECT
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+
+
+def git_state(root: Path = REPO_ROOT) -> dict:
+    """{"commit": sha or None, "dirty": bool or None} of the checkout the code runs from.
+
+    Only this project's own checkout counts: the package's parent directory must be the top of a
+    git work tree whose pyproject.toml names txl-probes (how the project is laid out). A
+    non-editable install records None — also one in a virtual environment inside another
+    repository (or inside this one: the installed copy need not be the checked-out code)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", "-C", str(root), *args],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout
+
+    none = {"commit": None, "dirty": None}
+    top = git("rev-parse", "--show-toplevel")
+    if top is None:
+        return none
+    top_dir = Path(top.strip()).resolve()
+    # this project keeps its packages at the top of its checkout: anything else is an install
+    if top_dir != Path(root).resolve() or not _is_project_checkout(top_dir):
+        return none
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return none
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def versions() -> dict:
+    """Versions of python and the libraries a result depends on (imports only what is loaded)."""
+    out = {
+        "python": platform.python_version(),
+        "txl-probes": _version("txl-probes"),
+        "numpy": _version("numpy"),
+        "scipy": _version("scipy"),
+        "torch": None,
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        out["torch"] = torch.__version__
+    else:
+        out["torch"] = _version("torch")
+    return out
+
+
+def cpu_count() -> int:
+    """Cores this process may use (the affinity mask, not the machine's total)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def machine() -> dict:
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpu_count": cpu_count(),
+    }

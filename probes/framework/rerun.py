@@ -1,0 +1,118 @@
+"""`probe rerun RUN_DIR`: repeat a run (`probe run` or `probe diagnose`) from its run.json and say
+whether the numbers match.
+
+The comparison walks both summaries and compares every number except timings and paths:
+"exact" (bitwise equal), "close" (max |difference| ≤ 1e-6: the same computation with another
+thread count or BLAS), or "differ". A changed model file (sha256), probe version or package
+version is noted, since any of them explains a difference.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from probes.framework.results import load_run
+
+IGNORED = {
+    "run_dir",
+    "runs",
+    "elapsed_s",
+    "plots",
+    "started_utc",
+}  # "runs": diagnose's sub-run paths
+TOLERANCE = 1e-6
+
+
+def diff(a: Any, b: Any, path: str = "") -> list[dict]:
+    """Every place two JSON documents differ (numbers compared exactly)."""
+    out: list[dict] = []
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k in IGNORED:
+                continue
+            out += diff(a.get(k), b.get(k), f"{path}.{k}" if path else k)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            out += diff(x, y, f"{path}[{i}]")
+    elif a != b:
+        out.append({"path": path, "original": a, "rerun": b})
+    return out
+
+
+def _abs_diff(d: dict) -> float:
+    a, b = d["original"], d["rerun"]
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return abs(float(a) - float(b))
+    return math.inf
+
+
+def rerun(run_dir: Path, out: str | None = None, progress=None) -> dict:
+    """Repeat the run of `run_dir` (a `probe run` or a `probe diagnose` directory) and compare.
+    Raises ProbeInputError (one line) for a directory that cannot be repeated."""
+    from probes.framework.probe import ProbeInputError
+
+    record, original = load_run(run_dir)
+    if original is None:
+        raise ProbeInputError(
+            f"{str(run_dir)!r} has no summary.json (status {record.get('status')!r}): "
+            "only a finished run can be compared"
+        )
+    argv = ["probe", "rerun", str(run_dir)]
+    if record.get("command") == "diagnose":
+        from probes.framework.diagnose import diagnose
+
+        kwargs = dict(record.get("options") or {})
+        if out is not None:
+            kwargs["out"] = out
+        new = diagnose(progress=progress, argv=argv, **kwargs)
+        passed = bool(new["passed"])
+    elif isinstance(record.get("probe"), dict) and "options" in record:
+        from probes.framework.runner import rerun_options, run
+
+        spec, kwargs = rerun_options(record)
+        if out is not None:
+            kwargs["out"] = out
+        summary = run(spec, progress=progress, argv=argv, **kwargs)
+        new = summary.to_dict()
+        passed = summary.passed
+    else:
+        raise ProbeInputError(
+            f"{str(run_dir)!r}: run.json names neither a probe nor `probe diagnose`; give a "
+            "directory written by `probe run` or `probe diagnose`"
+        )
+    differences = diff(original, new)
+    worst = max((_abs_diff(d) for d in differences), default=0.0)
+    match = "exact" if not differences else "close" if worst <= TOLERANCE else "differ"
+    return {
+        "original": str(run_dir),
+        "rerun": new["run_dir"],
+        "match": match,
+        "max_abs_diff": 0.0 if not differences else (worst if math.isfinite(worst) else None),
+        "tolerance": TOLERANCE,
+        "differences": differences,
+        "notes": _notes(record, original, new),
+        "passed": match != "differ" and passed,
+    }
+
+
+def _notes(record: dict, original: dict, new: dict) -> list[str]:
+    """What changed besides the numbers and could explain a difference."""
+    import synth
+    from probes import __version__
+
+    notes = []
+    if original.get("model", {}).get("sha256") != new["model"]["sha256"]:
+        notes.append("the model file changed (sha256 differs)")
+    if original.get("version") != new.get("version"):
+        notes.append(f"probe version changed: {original.get('version')} → {new.get('version')}")
+    recorded = (record.get("synth") or {}).get("generator_version")
+    if recorded is not None and recorded != getattr(synth, "GENERATOR_VERSION", None):
+        notes.append(
+            f"synth generator version changed: {recorded} → {synth.GENERATOR_VERSION} "
+            "(the same seed now makes other text)"
+        )
+    if record.get("package_version") != __version__:
+        notes.append(f"package version changed: {record.get('package_version')} → {__version__}")
+    return notes

@@ -1,0 +1,490 @@
+"""cross-doc: does the previous document leak into the next one through the cache?
+
+Text: a document A, then a document B (its `<eod>` opens it). B states a fact and asks for it
+`--b-distance` tokens later ("the ATTR of ENTITY is V ." … "? ATTR of ENTITY V ."); A states
+the same attribute of the same entity with a conflicting value V′ (as many tokens as V), its last
+token `distance` tokens before B's `<eod>` (the boundary). B's tokens are the same in every
+condition and are scored under three cache policies:
+
+    reset     a query sees only its own document: B's losses cannot depend on A (exact)
+    carry     one stream, no reset: B reads A's states from the cache (the paper's evaluation)
+    foreign   carry, but A replaced by an unrelated document of the same length (another topic,
+              no facts): a cache that is full but irrelevant
+
+Per pair, means over the scored tokens of B — `answer` (B's answer tokens V) or `first` (B's
+first `--first` tokens after its `<eod>`); every delta > 0 means worse for B:
+
+    carry-reset    NLL_carry(A;B) − NLL_reset(A;B)             what carrying A costs (stale state)
+    foreign-reset  NLL_carry(A_foreign;B) − NLL_reset(A;B)     what any full cache costs
+    conflict       NLL_carry(A;B) − NLL_carry(A_foreign;B)     leakage under carry: what A's
+                                                               content (its conflicting fact) does
+    pull           contrast_foreign − contrast_carry, contrast = log p(V) − log p(V′) at B's
+                   answer (answer tokens only; value priors cancel, and so does what any full
+                   cache does): > 0 ⇔ the model reads A's stale value V′ into B
+
+The run's own checks (a failure makes `probe run` exit 1):
+    reset_leakage_zero   leakage under reset, NLL_reset(A;B) − NLL_reset(A_foreign;B) on every
+                         scored token of B (and on V′ in its place), is exactly 0 — bit for bit
+    beyond_reach_zero    B tokens whose carry reach does not include A at all score the same under
+                         carry, foreign and reset (within the dtype's tolerance)
+
+Bins: distance (A's fact → the boundary) × kind × tokens; Holm runs across the distance bins of
+one (kind, tokens) family. Each bin's reach label is that of the distance from A's fact to the
+scored tokens under the carry geometry (under reset A is never visible). Every policy is run on
+the same tokens, so --reset/--carry is refused (exit 2); `metrics.policies` names what ran.
+
+Default n = 24 pairs per bin: with the 3–4 auto bins per family the rule detects (80 % power)
+0.70–0.73 sd of the per-pair deltas (`mdd80` reports it in nats); stale state worth reporting moves
+B's answer by a sizeable fraction of the retrieval effect (nats). --quick uses 6.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from probes import stats
+from probes.framework.params import param
+from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
+from probes.framework.registry import probe
+from probes.protocol import tolerance
+from probes.reach import REACH_LABELS, auto_bins, check_ranges, classify, label_bin, parse_ranges
+
+KINDS = ("carry-reset", "foreign-reset", "conflict")
+POLICIES = ("reset", "carry", "foreign")  # every one runs, whatever the geometry's own policy
+FAMILIES = (
+    *(("answer", k) for k in (*KINDS, "pull")),
+    *(("first", k) for k in KINDS),
+)
+B_LEAD = 8  # filler tokens between B's <eod> and its fact (at least --first)
+
+DISTANCE_HELP = (
+    "bins of the distance from A's fact (its last token) to the document boundary (B's <eod>): "
+    "'auto' (from the carry geometry: adjacent, inside the direct window, only in the layered "
+    "reach, beyond) or LO-HI,… e.g. 2-16,200-300"
+)
+
+
+def gap_bins(horizon, offset: int) -> list[tuple[int, int]]:
+    """Auto bins of the fact → boundary distance: the usual fact → answer bins (probes.reach)
+    moved back by B's answer offset, so each still falls in one reach region for B's answer."""
+    out: list[tuple[int, int]] = [(2, 8)]
+    for lo, hi in auto_bins(horizon):
+        lo, hi = max(lo - offset, out[-1][1] + 1), hi - offset
+        if hi >= lo:
+            out.append((lo, hi))
+    return out
+
+
+@probe("cross-doc", version=1)
+class CrossDoc(Probe):
+    """Previous document with a conflicting fact: reset vs carry vs foreign cache on B."""
+
+    @dataclass(frozen=True)
+    class Params:
+        distance: str = param("auto", help=DISTANCE_HELP, check=check_ranges)
+        b_distance: int = param(16, help="B's own fact → answer distance (tokens)", min=6, max=4096)
+        first: int = param(8, help="B's first tokens scored (after its <eod>)", min=1, max=B_LEAD)
+
+    default_n = 24
+    quick_n = 6
+    runs_every_policy = True
+
+    # ------------------------------------------------------------------ plan
+
+    def plan(self, ctx: RunContext) -> None:
+        from probes.protocol import horizon
+        from synth import rng as rnd
+
+        p = self.params
+        self.reset_geometry = replace(ctx.geometry, reset=True)
+        self.carry_geometry = replace(ctx.geometry, reset=False)
+        self.carry_horizon = horizon(ctx.model, self.carry_geometry)
+        offset = B_LEAD + 7 + p.b_distance  # B's first answer token after its <eod> (1-token V)
+        bins = parse_ranges(p.distance) or gap_bins(self.carry_horizon, offset)
+        self.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
+        self.pairs = []
+        for g, (lo, hi) in enumerate(bins):
+            rng = ctx.rng(self.name, lo, hi)
+            for _ in range(ctx.n):
+                gap = rnd.randrange(rng, lo, hi)
+                self.pairs.append(self._pair(ctx, rng, g, gap))
+
+    def _pair(self, ctx: RunContext, rng, group: int, gap: int) -> dict[str, Any]:
+        from synth import rng as rnd
+        from synth.generate import assemble, disjoint_values, make_example
+
+        lang, p = ctx.lang, self.params
+        n_top = lang.n_topics
+        t_b, t_a, t_f = (rnd.sample(rng, range(n_top), 3) if n_top >= 3 else [0, 0, 0])[:3]
+        try:
+            b = make_example(lang, rng, [p.b_distance], lead=B_LEAD, topic=int(t_b))
+        except ValueError as e:
+            raise ProbeInputError(f"--b-distance {p.b_distance}: {e}") from None
+        q = b.queries[0]
+        f = b.facts[q.fact]
+        stale = disjoint_values(lang, rng, 1, exclude=set(f.value), length=len(f.value))[0]
+        conflict = lang.fact_tokens(f.entity, f.attribute, stale)
+        lead_a = rnd.randrange(rng, 1, ctx.geometry.tgt_len)  # where A's fact starts
+        len_a = lead_a + len(conflict) - 1 + gap  # A's fact ends `gap` tokens before B's <eod>
+        a = assemble(lang, rng, len_a, [(lead_a, conflict)], int(t_a))
+        foreign = assemble(lang, rng, len_a, [], int(t_f))
+        answer = q.answer.indices() + len_a
+        return {
+            "group": group,
+            "gap": gap,
+            "fact_end": len_a - gap,
+            "len_a": len_a,
+            "conf": np.concatenate([a, b.tokens]),
+            "foreign": np.concatenate([foreign, b.tokens]),
+            "doc_ids": np.concatenate([np.zeros(len_a, np.int64), np.ones(len(b), np.int64)]),
+            "answer": answer,
+            "first": len_a + 1 + np.arange(p.first),
+            "stale": np.array(stale, dtype=np.int64),
+        }
+
+    # ------------------------------------------------------------------ score
+
+    def execute(self, ctx: RunContext) -> Outcome:
+        from probes.engine.paired import Rows
+        from probes.protocol import max_rows, score_rows
+
+        model = ctx.model
+        per_batch = max(1, max_rows(model, ctx.geometry) // 4)
+        order = sorted(range(len(self.pairs)), key=lambda i: len(self.pairs[i]["conf"]))
+        records: list[dict | None] = [None] * len(self.pairs)
+        toks: list[dict | None] = [None] * len(self.pairs)
+        with ctx.steps(len(self.pairs), f"{self.name}: scoring pairs") as advance:
+            for start in range(0, len(order), per_batch):
+                idx = order[start : start + per_batch]
+                rows = Rows()
+                layout = []
+                for i in idx:
+                    pr = self.pairs[i]
+                    end = int(pr["answer"][-1]) + 1
+                    scored = np.r_[pr["first"], pr["answer"]]
+                    docs = pr["doc_ids"][:end]
+                    r_c = rows.add(pr["conf"][:end], docs, scored)
+                    r_f = rows.add(pr["foreign"][:end], docs, scored)
+                    alts = []
+                    for r in (r_c, r_f):
+                        t = rows.tokens[r].copy()
+                        t[pr["answer"]] = pr["stale"]
+                        alts.append(rows.add(t, docs, pr["answer"], r, int(pr["answer"][0])))
+                    layout.append((i, r_c, r_f, *alts))
+                tokens, docs, pos, parent, shared = rows.arrays(ctx.lang.vocab.pad_id)
+                out = {}
+                for name, geometry in (
+                    ("reset", self.reset_geometry),
+                    ("carry", self.carry_geometry),
+                ):
+                    out[name] = score_rows(
+                        model, tokens, docs, pos, geometry, parent=parent, shared=shared
+                    )
+                for i, r_c, r_f, r_ca, r_fa in layout:
+                    rec, tok = self._record(ctx, i, out, r_c, r_f, r_ca, r_fa)
+                    records[i], toks[i] = rec, tok
+                    ctx.sample(rec)
+                advance(len(idx))
+        return self.summarize(ctx, records, toks)
+
+    def _record(self, ctx, i: int, out, r_c, r_f, r_ca, r_fa):
+        pr = self.pairs[i]
+        ans, first = pr["answer"], pr["first"]
+        rs, cs = out["reset"], out["carry"]
+        scored = np.r_[first, ans]
+        nll = {
+            "reset": rs.nll[r_c, scored],
+            "reset_foreign": rs.nll[r_f, scored],
+            "carry": cs.nll[r_c, scored],
+            "foreign": cs.nll[r_f, scored],
+        }
+        for k, v in nll.items():
+            if not np.all(np.isfinite(v)):
+                raise RuntimeError(f"{self.name}: the model returned a non-finite NLL ({k})")
+        k = len(first)
+        part = {"first": slice(0, k), "answer": slice(k, None)}
+        leak = np.r_[
+            nll["reset"] - nll["reset_foreign"],
+            rs.nll[r_ca, ans] - rs.nll[r_fa, ans],
+        ]
+        # tokens of B that the carry geometry lets see nothing of A (A's last token is len_a − 1)
+        hz = self.carry_horizon
+        reach = np.array([hz.token(int(t))[1] for t in scored])
+        direct = np.array([hz.token(int(t))[0] for t in scored])
+        blind = (scored - (pr["len_a"] - 1)) > reach
+        dist = scored - pr["fact_end"]
+        rec: dict[str, Any] = {
+            "group": pr["group"],
+            "distance": pr["gap"],
+            "cross_distance": int(ans[0] - pr["fact_end"]),
+            "len_a": pr["len_a"],
+            "answer_len": len(ans),
+            "reach": classify(int(dist[k]), int(direct[k]), int(reach[k])),
+            "direct_window": int(direct[k]),
+            "layered_reach": int(reach[k]),
+            "reset_leak_max_abs": float(np.abs(leak).max()),
+            "reset_leak_exact": bool(np.all(leak == 0.0)),
+            "blind_tokens": int(blind.sum()),
+            "blind_max_abs": float(
+                max(
+                    np.abs(nll["carry"] - nll["reset"])[blind].max(initial=0.0),
+                    np.abs(nll["foreign"] - nll["reset"])[blind].max(initial=0.0),
+                )
+            ),
+        }
+        for tokens, sl in part.items():
+            m = {key: float(v[sl].mean()) for key, v in nll.items()}
+            for key, v in m.items():
+                rec[f"nll_{key}_{tokens}"] = v
+            rec[f"carry_reset_{tokens}"] = m["carry"] - m["reset"]
+            rec[f"foreign_reset_{tokens}"] = m["foreign"] - m["reset"]
+            rec[f"conflict_{tokens}"] = m["carry"] - m["foreign"]
+        contrast = {
+            "reset": float(rs.nll[r_ca, ans].sum() - rs.nll[r_c, ans].sum()),
+            "carry": float(cs.nll[r_ca, ans].sum() - cs.nll[r_c, ans].sum()),
+            "foreign": float(cs.nll[r_fa, ans].sum() - cs.nll[r_f, ans].sum()),
+        }
+        for key, v in contrast.items():
+            rec[f"contrast_{key}"] = v
+        rec["pull_answer"] = contrast["foreign"] - contrast["carry"]
+        rec["correct_reset"] = bool(rs.correct[r_c, ans].all())
+        rec["correct_carry"] = bool(cs.correct[r_c, ans].all())
+        rec["correct_foreign"] = bool(cs.correct[r_f, ans].all())
+        tok = {
+            "position": scored,
+            "is_answer": np.r_[np.zeros(k, bool), np.ones(len(ans), bool)],
+            "distance": dist,
+            "direct": direct,
+            "reach": reach,
+            **{f"nll_{key}": v for key, v in nll.items()},
+        }
+        return rec, tok
+
+    # ------------------------------------------------------------------ summary
+
+    def summarize(self, ctx: RunContext, records: list[dict], toks: list[dict]) -> Outcome:
+        n_groups = len(self.groups)
+        by_group = [[r for r in records if r["group"] == g] for g in range(n_groups)]
+        tok_by_group = [
+            [t for t, r in zip(toks, records, strict=True) if r["group"] == g]
+            for g in range(n_groups)
+        ]
+        bins = []
+        for tokens, kind in FAMILIES:
+            key = f"{kind.replace('-', '_')}_{tokens}"
+            fam = stats.grouped([np.array([r[key] for r in grp]) for grp in by_group])
+            for g in range(n_groups):
+                grp, tg = by_group[g], tok_by_group[g]
+                sel = [t["is_answer"] == (tokens == "answer") for t in tg]
+                lab = label_bin(
+                    [d for t, s in zip(tg, sel, strict=True) for d in t["distance"][s]],
+                    [d for t, s in zip(tg, sel, strict=True) for d in t["direct"][s]],
+                    [d for t, s in zip(tg, sel, strict=True) for d in t["reach"][s]],
+                )
+                b = {**self.groups[g], "kind": kind, "tokens": tokens, **fam[g]}
+                b["measure"] = f"{kind} · {tokens}"
+                b["distance_mean"] = float(np.mean([r["distance"] for r in grp])) if grp else None
+                b.update(lab or {"reach": None, "within_horizon": None})
+                if tokens == "answer":
+                    for pol in POLICIES:
+                        acc = stats.accuracy(np.array([r[f"correct_{pol}"] for r in grp], bool))
+                        b["accuracy" if pol == "reset" else f"accuracy_{pol}"] = acc["accuracy"]
+                bins.append(b)
+        metrics = self._metrics(records)
+        metrics["n_significant_bins"] = sum(
+            1
+            for b in bins
+            if b["kind"] == "carry-reset" and b["tokens"] == "answer" and b["significant"]
+        )
+        checks = self._checks(ctx, records)
+        outcome = Outcome(
+            metrics=metrics,
+            bins=bins,
+            checks=checks,
+            verdict="",
+            metric_docs=METRIC_DOCS,
+            higher_is_better={
+                "delta_mean": False,
+                "carry_minus_reset": False,
+                "foreign_minus_reset": False,
+                "conflict": False,
+                "pull": False,
+                "accuracy": True,
+                "accuracy_carry": True,
+            },
+            n_pairs=len(records),
+            arrays=self._arrays(records, toks),
+        )
+        outcome.verdict = self._verdict(outcome)
+        outcome.plots = [self._plot(ctx, bins)]
+        return outcome
+
+    def _metrics(self, records: list[dict]) -> dict[str, Any]:
+        def d(key):
+            return stats.describe(np.array([r[key] for r in records]))
+
+        main = d("carry_reset_answer")
+        acc = stats.accuracy(np.array([r["correct_reset"] for r in records], bool))
+        by_reach = {}
+        for label in REACH_LABELS:
+            sel = [r["carry_reset_answer"] for r in records if r["reach"] == label]
+            if sel:
+                x = stats.describe(np.array(sel))
+                by_reach[label] = {
+                    "n": x["n"],
+                    "delta_mean": x["mean"],
+                    "ci95": x["ci95"],
+                    "p_value": x["p_value"],
+                }
+        leak = [r["reset_leak_max_abs"] for r in records]
+        return {
+            "delta_mean": main["mean"],
+            "delta_ci95": main["ci95"],
+            "p_value": main["p_value"],
+            "carry_minus_reset": {"answer": main, "first": d("carry_reset_first")},
+            "foreign_minus_reset": {
+                "answer": d("foreign_reset_answer"),
+                "first": d("foreign_reset_first"),
+            },
+            "conflict": {"answer": d("conflict_answer"), "first": d("conflict_first")},
+            "pull": d("pull_answer"),
+            "contrast": {k: d(f"contrast_{k}") for k in POLICIES},
+            "reset_leakage": {
+                "max_abs": max(leak, default=0.0),
+                "exact_zero_pairs": sum(r["reset_leak_exact"] for r in records),
+                "pairs": len(records),
+            },
+            "accuracy": acc["accuracy"],
+            "accuracy_ci95": acc["accuracy_ci95"],
+            "accuracy_carry": stats.accuracy(np.array([r["correct_carry"] for r in records], bool))[
+                "accuracy"
+            ],
+            "accuracy_foreign": stats.accuracy(
+                np.array([r["correct_foreign"] for r in records], bool)
+            )["accuracy"],
+            "by_reach": by_reach,
+            "policies": list(POLICIES),
+        }
+
+    def _checks(self, ctx: RunContext, records: list[dict]) -> dict[str, dict]:
+        tol = tolerance(ctx.model)
+        leak = max((r["reset_leak_max_abs"] for r in records), default=0.0)
+        blind = max((r["blind_max_abs"] for r in records), default=0.0)
+        return {
+            "reset_leakage_zero": {
+                "passed": all(r["reset_leak_exact"] for r in records),
+                "max_abs_delta": leak,
+                "tolerance": 0.0,
+                "doc": "under reset, B's scored tokens (and the stale value in the answer's "
+                "place) score bit-for-bit the same after A and after the foreign document",
+            },
+            "beyond_reach_zero": {
+                "passed": bool(blind <= tol),
+                "n_tokens": sum(r["blind_tokens"] for r in records),
+                "max_abs_delta": blind,
+                "tolerance": tol,
+                "doc": "B tokens whose carry reach includes nothing of A score the same under "
+                "carry, foreign and reset",
+            },
+        }
+
+    def _arrays(self, records: list[dict], toks: list[dict]) -> dict[str, np.ndarray]:
+        counts = np.array([len(t["position"]) for t in toks], dtype=np.int64)
+        out = {
+            "pair": np.repeat(np.arange(len(toks), dtype=np.int64), counts),
+            "group": np.repeat(np.array([r["group"] for r in records], np.int64), counts),
+        }
+        for key in ("position", "is_answer", "distance", "direct", "reach"):
+            out[key] = np.concatenate([t[key] for t in toks])
+        for key in ("nll_reset", "nll_reset_foreign", "nll_carry", "nll_foreign"):
+            out[key] = np.concatenate([t[key] for t in toks])
+        return out
+
+    def _verdict(self, outcome: Outcome) -> str:
+        m = outcome.metrics
+        sig = [b for b in outcome.bins if b["kind"] == "carry-reset" and b["tokens"] == "answer"]
+        n_sig = m["n_significant_bins"]
+
+        def fmt(x):
+            return "—" if x is None else f"{x:+.3f}"
+
+        c = m["carry_minus_reset"]["answer"]
+        ci = c["ci95"]
+        found = n_sig > 0
+        head = (
+            "carrying the previous document changes B's answer"
+            if found
+            else "no evidence that carrying the previous document changes B's answer"
+        )
+        text = (
+            f"{self.name}: {head} — carry-reset Δ={fmt(c['mean'])}"
+            + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
+            + f" ({n_sig}/{len(sig)} bins significant), foreign-reset "
+            f"Δ={fmt(m['foreign_minus_reset']['answer']['mean'])}, conflict "
+            f"Δ={fmt(m['conflict']['answer']['mean'])}, pull toward A's value "
+            f"{fmt(m['pull']['mean'])}; first tokens carry-reset "
+            f"Δ={fmt(m['carry_minus_reset']['first']['mean'])}"
+        )
+        failed = [k for k, v in outcome.checks.items() if not v.get("passed", True)]
+        if failed:
+            return f"{text} — CHECK FAILED: {', '.join(failed)}"
+        return f"{text}; reset leakage exactly 0"
+
+    def _plot(self, ctx: RunContext, bins: list[dict]):
+        from probes.report import plots
+
+        g = ctx.geometry
+        title = (
+            f"{self.name} · {ctx.model.info.id} · mem {g.mem_len} tgt {g.tgt_len} "
+            f"clamp {g.clamp_len}"
+        )
+        shown = [b for b in bins if b["kind"] != "pull"]
+
+        def draw(run_dir) -> str:
+            plots.delta_by_distance(
+                run_dir / "cross_doc.png",
+                shown,
+                title=title,
+                ylabel="Δ NLL on B's tokens (nats, mean over pairs)",
+                xlabel="distance from A's fact to the document boundary (tokens)",
+                series_key="measure",
+            )
+            return "cross_doc.png"
+
+        return draw
+
+
+METRIC_DOCS = {
+    "delta_mean": "carry-reset on B's answer tokens: mean over pairs of NLL_carry(A;B) − "
+    "NLL_reset(A;B) (mean over answer tokens), nats; > 0 ⇔ carrying A hurts B",
+    "delta_ci95": "95% Student-t interval of delta_mean",
+    "p_value": "two-sided Wilcoxon signed-rank p of delta_mean over all pairs",
+    "carry_minus_reset": "{answer, first}: describe() of carry-reset on B's answer tokens / on "
+    "B's first --first tokens (n, mean, sd, ci95, p_value)",
+    "foreign_minus_reset": "{answer, first}: NLL_carry(A_foreign;B) − NLL_reset(A;B): the cost "
+    "of a full but irrelevant cache",
+    "conflict": "{answer, first}: NLL_carry(A;B) − NLL_carry(A_foreign;B): leakage under carry, "
+    "what A's content (the conflicting fact) does to B",
+    "pull": "contrast_foreign − contrast_carry per pair, contrast = log p(V) − log p(V′) at "
+    "B's answer (V B's value, V′ A's stale one): > 0 ⇔ the model reads A's stale value into B",
+    "contrast": "{reset, carry, foreign}: log p(V) − log p(V′) at B's answer under each policy",
+    "reset_leakage": "max |NLL_reset(A;B) − NLL_reset(A_foreign;B)| over all scored tokens "
+    "(must be exactly 0; the reset_leakage_zero check)",
+    "accuracy": "fraction of pairs whose every answer token of B is the argmax under reset",
+    "accuracy_ci95": "Wilson 95% interval of accuracy",
+    "accuracy_carry": "the same under carry (A's conflicting fact in the cache)",
+    "accuracy_foreign": "the same under carry after the foreign document",
+    "by_reach": "carry-reset on answer tokens by whether A's fact is direct / layered / beyond "
+    "for B's first answer token under the carry geometry",
+    "policies": "the cache policies scored (all of them, on the same tokens)",
+    "n_significant_bins": "carry-reset · answer bins called significant: " + stats.VERDICT_RULE,
+    "bins[].kind": "carry-reset | foreign-reset | conflict | pull (see the probe's help)",
+    "bins[].tokens": "answer (B's answer tokens) | first (B's first tokens after its <eod>)",
+    "bins[].distance_lo/hi": "distance from A's fact (its last token) to B's <eod>",
+    "bins[].p_value": "Wilcoxon p, Holm-adjusted across the distance bins of one (kind, tokens)",
+    "bins[].reach": "direct | layered | beyond: where A's fact falls for the bin's scored tokens "
+    "under the carry geometry",
+}

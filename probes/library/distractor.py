@@ -1,0 +1,173 @@
+"""distractor: does the model still find the fact when misleading statements stand between?
+
+Base: a fact and, `distance` tokens later, its query (clean). Variant: the same text with `k`
+distractor statements written over filler between the fact and the query (nothing moves), of one
+kind:
+
+    same_attribute   the same attribute of another entity   ("the color of OTHER is B .")
+    same_entity      another attribute of the same entity   ("the city of ENTITY is B .")
+    near_miss        the same attribute of another entity with a value sharing a token with the
+                     answer ("deep amber" against "amber")
+
+    delta (per pair) = mean over answer tokens of NLL_variant(A) − NLL_base(A)
+                       > 0 ⇔ the distractors hurt the answer (lower is better)
+
+Grid: kind × k (near_miss only at k = 1: a one-token value has a single near miss in the
+language, and synth never states a value twice; larger k are listed in `skipped_cells`). The clean bases are shared by every cell (cell (kind, k) pair i distracts base
+i), so cells compare like with like. The distance defaults to one bin inside the direct window
+(where the model can read the fact at all) with room for the largest k.
+
+Default n = 24 pairs per cell: with the 7 default cells and Holm the rule detects (80 % power)
+0.78 sd of the per-pair deltas per cell (`mdd80` reports it in nats). Interference worth
+reporting costs a large fraction of the retrieval effect (nats), well above that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from probes.engine.fact_pairs import LEAD_HELP, answer_job, base_example, check_lead, lead_range
+from probes.engine.paired import PairedProbe
+from probes.framework.params import param
+from probes.framework.probe import Outcome, ProbeInputError, RunContext
+from probes.framework.registry import probe
+from probes.reach import parse_ranges
+
+KINDS = ("same_attribute", "same_entity", "near_miss")
+STATEMENT_TOKENS = 8  # the longest statement: "the ATTR of ENTITY is V1 V2 ."
+# The language gives a one-token value exactly one near miss ("amber" → "deep amber"), and synth
+# never states one value twice in an example, so near_miss cells exist for k = 1 only.
+NEAR_MISS_MAX = 1
+NEAR_MISS_WHY = "a one-token answer has a single near-miss value in the language"
+
+
+def parse_kinds(text: str) -> list[str]:
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in KINDS]
+    if bad or not kinds:
+        raise ValueError(
+            f"unknown kind {bad[0] if bad else text!r}; use a comma list of {', '.join(KINDS)}"
+        )
+    return kinds
+
+
+def parse_ks(text: str) -> list[int]:
+    try:
+        ks = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{text!r} is not a list of counts; e.g. 1,2,4") from None
+    if any(k < 1 for k in ks) or sorted(set(ks)) != ks:
+        raise ValueError(f"counts {text!r} must be increasing integers >= 1, e.g. 1,2,4")
+    return ks
+
+
+def check_distance(text: str) -> None:
+    bins = parse_ranges(text)
+    if bins is not None and len(bins) != 1:
+        raise ValueError(f"{text!r}: give one range LO-HI (or 'auto')")
+
+
+@probe("distractor", version=1)
+class Distractor(PairedProbe):
+    """k distractors of each kind between fact and query; delta vs the clean base."""
+
+    @dataclass(frozen=True)
+    class Params:
+        kinds: str = param(
+            ",".join(KINDS),
+            help="distractor kinds, a comma list of " + ", ".join(KINDS),
+            check=parse_kinds,
+        )
+        k: str = param("1,2,4", help="distractors per variant, a comma list", check=parse_ks)
+        distance: str = param(
+            "auto",
+            help="one distance range LO-HI for fact → answer; 'auto': inside the direct window, "
+            "with room for the largest k",
+            check=check_distance,
+        )
+        lead: str = param("auto", help=LEAD_HELP, check=check_lead)
+
+    default_n = 24
+    quick_n = 6
+    plot_series = "kind"
+    delta_higher_is_better = False
+    delta_doc = "mean over answer tokens of NLL(variant: k distractors) − NLL(clean base), nats"
+
+    def _distance(self, ctx: RunContext, kmax: int) -> tuple[int, int]:
+        need = STATEMENT_TOKENS * (kmax + 1) + 8
+        given = parse_ranges(self.params.distance)
+        if given is not None:
+            lo, hi = given[0]
+            if lo < need:
+                raise ProbeInputError(
+                    f"--distance {self.params.distance!r}: {kmax} distractors need a distance of "
+                    f"at least {need}; e.g. {need}-{need + 64}"
+                )
+            return lo, hi
+        (dmin, _), _ = ctx.horizon.ranges()
+        lo = max(need, dmin // 2)
+        return lo, max(lo + 16, dmin)
+
+    def plan(self, ctx: RunContext) -> None:
+        from synth import rng as rnd
+        from synth.edits import distract
+
+        kinds = parse_kinds(self.params.kinds)
+        ks = parse_ks(self.params.k)
+        lo, hi = self._distance(ctx, max(ks))
+        lead_lo, lead_hi = lead_range(self.params.lead, ctx)
+        rng = ctx.rng(self.name, "bases", lo, hi)
+        bases = []
+        for _ in range(ctx.n):
+            d = rnd.randrange(rng, lo, hi)
+            lead = rnd.randrange(rng, lead_lo, lead_hi)
+            bases.append((base_example(ctx, rng, d, lead), lead))
+        self.groups, self.jobs = [], []
+        self.skipped = []
+        for kind in kinds:
+            for k in ks:
+                if kind == "near_miss" and k > NEAR_MISS_MAX:
+                    self.skipped.append({"kind": kind, "k": k, "why": NEAR_MISS_WHY})
+                    continue
+                g = len(self.groups)
+                self.groups.append({"distance_lo": lo, "distance_hi": hi, "kind": kind, "k": k})
+                erng = ctx.rng(self.name, kind, k)
+                for b_id, (base, lead) in enumerate(bases):
+                    try:
+                        pair = distract(base, erng, ctx.lang, query=0, k=k, kind=kind)
+                    except ValueError as e:
+                        raise ProbeInputError(f"distractor {kind} k={k}: {e}") from None
+                    info = {"kind": kind, "k": k, "lead": lead, "base": b_id}
+                    self.jobs.append(answer_job(g, pair, base, info, base_id=b_id, value_len=False))
+
+    def effect_phrase(self, found: bool) -> str:
+        return "distractors interfere" if found else "no evidence distractors interfere"
+
+    def extra_metrics(self, ctx, records, bins) -> dict:
+        return {"skipped_cells": self.skipped}
+
+    def metric_docs(self, has_alt: bool) -> dict[str, str]:
+        docs = super().metric_docs(has_alt)
+        docs["accuracy_variant"] = "retrieval accuracy with the distractors (accuracy: clean)"
+        docs["bins[].kind"] = "distractor kind: " + ", ".join(KINDS)
+        docs["bins[].k"] = "distractors per variant"
+        docs["skipped_cells"] = "kind × k cells that cannot be built, with the reason"
+        return docs
+
+    def make_plots(self, ctx: RunContext, outcome: Outcome) -> list:
+        from probes.report import plots
+
+        title = f"distractor · {ctx.model.info.id} · mem {ctx.geometry.mem_len}"
+
+        def draw(run_dir) -> str:
+            plots.delta_by_distance(
+                run_dir / "delta_by_k.png",
+                outcome.bins,
+                title=title,
+                xlabel="distractors between the fact and the query (k)",
+                x_key="k",
+                series_key="kind",
+            )
+            return "delta_by_k.png"
+
+        return [draw]

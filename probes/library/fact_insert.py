@@ -1,0 +1,155 @@
+"""fact-insert: a fact inserted into a haystack at controlled distance and depth.
+
+Base: a document whose query has no supporting fact (the haystack: `depth` filler tokens, then
+the slot where the fact would go, filler, the query). Variant: the fact written into that slot
+(overwriting exactly as many filler tokens, so nothing else moves), `distance` tokens before the
+first answer token. Grid: distance bins × depths, where depth = filler tokens between the
+document start and the fact (how deep in the document the fact sits, and so how much of the
+memory is already taken by the document when it arrives).
+
+    delta (per pair) = mean over answer tokens of NLL_base(A) − NLL_variant(A)
+                       (note the order: base has no fact) > 0 ⇔ the inserted fact helped
+
+Outputs a heatmap (depth × distance) of the mean delta (`insert_heatmap.png`; * = significant)
+beside the usual delta-by-distance plot (one line per depth).
+
+Default n = 16 pairs per cell: a 4 × 3 grid is 12 cells (the costliest probe: every depth adds
+its haystack), Holm runs over all 12, and the rule then detects (80 % power) 1.06 sd of the
+per-pair deltas per cell (`mdd80` reports it in nats); a model that reads an inserted fact moves
+the answer by several nats, far above that. Raise --n for fine structure along depth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from probes.engine.fact_pairs import DistanceParams, answer_job, base_example, distance_bins
+from probes.engine.paired import PairedProbe
+from probes.framework.params import param
+from probes.framework.probe import Outcome, RunContext
+from probes.framework.registry import probe
+
+DEPTH_HELP = (
+    "depths (filler tokens before the fact): 'auto' (8, (mem+tgt)/2 and mem+tgt of the eval "
+    "geometry) or a comma list, e.g. 8,256,1024"
+)
+
+
+def parse_depths(text: str, mem_plus_tgt: int | None = None) -> list[int]:
+    text = text.strip()
+    if text == "auto":
+        if mem_plus_tgt is None:
+            return []
+        return sorted({8, max(8, mem_plus_tgt // 2), max(8, mem_plus_tgt)})
+    try:
+        out = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{text!r} is not a list of depths; write 'auto' or e.g. 8,256") from None
+    if any(d < 1 for d in out) or sorted(set(out)) != out:
+        raise ValueError(f"depths {text!r} must be increasing integers >= 1, e.g. 8,256,1024")
+    return out
+
+
+def check_depths(text: str) -> None:
+    parse_depths(text)
+
+
+@probe("fact-insert", version=1)
+class FactInsert(PairedProbe):
+    """Insert a fact at a controlled distance and depth; delta grid (heatmap)."""
+
+    @dataclass(frozen=True)
+    class Params(DistanceParams):  # no --lead: --depth places the fact
+        depth: str = param("auto", help=DEPTH_HELP, check=check_depths)
+
+    default_n = 16
+    quick_n = 4
+    plot_series = "depth"
+    delta_doc = "mean over answer tokens of NLL(base: no fact) − NLL(variant: fact inserted), nats"
+
+    def plan(self, ctx: RunContext) -> None:
+        from synth import rng as rnd
+        from synth.edits import insert
+
+        bins = distance_bins(self.params.distance, ctx)
+        g_ = ctx.geometry
+        depths = parse_depths(self.params.depth, g_.mem_len + g_.tgt_len)
+        self.groups = []
+        self.jobs = []
+        for depth in depths:
+            for lo, hi in bins:
+                g = len(self.groups)
+                self.groups.append({"distance_lo": lo, "distance_hi": hi, "depth": depth})
+                rng = ctx.rng(self.name, lo, hi, depth)
+                for _ in range(ctx.n):
+                    d = rnd.randrange(rng, lo, hi)
+                    base = base_example(ctx, rng, d, depth, supported=False)
+                    pair = insert(base, rng, ctx.lang, distance=d, query=0)
+                    info = {"depth": depth}
+                    self.jobs.append(answer_job(g, pair, pair.variant, info, sign=-1))
+
+    def effect_phrase(self, found: bool) -> str:
+        return "the inserted fact helps" if found else "no evidence the inserted fact helps"
+
+    def extra_metrics(self, ctx, records, bins) -> dict:
+        depths = sorted({b["depth"] for b in bins})
+        dists = sorted({(b["distance_lo"], b["distance_hi"]) for b in bins})
+        grid = [
+            [
+                next(
+                    (
+                        b["delta_mean"]
+                        for b in bins
+                        if b["depth"] == dep and (b["distance_lo"], b["distance_hi"]) == dd
+                    ),
+                    None,
+                )
+                for dd in dists
+            ]
+            for dep in depths
+        ]
+        return {
+            "grid": {
+                "rows_depth": depths,
+                "cols_distance": [list(d) for d in dists],
+                "delta_mean": grid,
+            }
+        }
+
+    def metric_docs(self, has_alt: bool) -> dict[str, str]:
+        docs = super().metric_docs(has_alt)
+        docs["grid"] = "delta_mean per cell: rows = depths, columns = distance bins"
+        docs["bins[].depth"] = "filler tokens between the document start and the inserted fact"
+        return docs
+
+    def make_plots(self, ctx: RunContext, outcome: Outcome) -> list:
+        from probes.report import plots
+
+        line_plots = super().make_plots(ctx, outcome)
+        grid = outcome.metrics["grid"]
+        sig = [
+            [
+                any(
+                    b["significant"]
+                    for b in outcome.bins
+                    if b["depth"] == dep and [b["distance_lo"], b["distance_hi"]] == dd
+                )
+                for dd in grid["cols_distance"]
+            ]
+            for dep in grid["rows_depth"]
+        ]
+
+        def draw(run_dir) -> str:
+            plots.heatmap(
+                run_dir / "insert_heatmap.png",
+                grid["delta_mean"],
+                row_labels=[str(d) for d in grid["rows_depth"]],
+                col_labels=[f"{lo}–{hi}" for lo, hi in grid["cols_distance"]],
+                title=f"fact-insert · {ctx.model.info.id} · mem {ctx.geometry.mem_len}",
+                xlabel="distance (fact's last token → first answer token)",
+                ylabel="depth (tokens before the fact)",
+                marks=sig,
+            )
+            return "insert_heatmap.png"
+
+        return [draw, *line_plots]

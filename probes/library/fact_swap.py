@@ -1,0 +1,63 @@
+"""fact-swap: does the model read a fact N tokens back? Swap its value and watch the answer.
+
+Base: a fact "the ATTR of ENTITY is A ." and, `distance` tokens later, the query
+"? ATTR of ENTITY A .". Variant: the same text with the stated value B (a value of A's token
+length sharing no token with anything else in the example); the query and its answer A are kept.
+Only the value tokens differ, so everything before them is shared and every later token keeps its
+position (exact zeros where the model cannot see the fact).
+
+    delta (per pair) = mean over answer tokens of NLL_variant(A) − NLL_base(A)
+                       > 0 ⇔ the model read the distant value (it now expects B, not A)
+
+Because only the value changes, topic and format adaptation cancel: this is retrieval.
+Also: the answer contrast log p(A) − log p(B) in both texts (value priors cancel in the shift),
+retrieval accuracy (every answer token the argmax under teacher forcing) in the base, and
+whether the model retrieves B in the variant. Distance is measured in the base, from the fact's
+last token to the first answer token.
+
+Default n = 24 pairs per bin, chosen from the effect it must detect: with the 4 auto bins and
+Holm, the verdict rule detects (80 % power) a mean delta of 0.73 sd of the per-pair deltas
+(n = 16: 0.93 sd, n = 40: 0.55 sd); every bin reports its realised minimum detectable delta
+(`mdd80`, in nats). A model that reads the fact moves the answer's NLL by several nats (p(A)
+from near 1 to near chance among the values) with a per-pair sd of the same order, so 24 pairs
+resolve retrieval wherever it exists, and a partial effect of about 1 nat at sd ≈ 1.4; beyond the
+layered reach the delta is exactly 0 (the `beyond_reach_zero` check) and any n shows it. --quick
+uses 6 pairs per bin (a smoke run: MDD ≈ 1.9 sd).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from probes.engine.fact_pairs import FactParams, plan_by_distance
+from probes.engine.paired import PairedProbe
+from probes.framework.probe import RunContext
+from probes.framework.registry import probe
+
+
+@probe("fact-swap", version=1)
+class FactSwap(PairedProbe):
+    """Swap a distant fact's value; delta on the answer = retrieval, by distance."""
+
+    @dataclass(frozen=True)
+    class Params(FactParams):
+        pass
+
+    default_n = 24
+    quick_n = 6
+    delta_doc = (
+        "mean over answer tokens of NLL(variant: fact says B) − NLL(base: fact says A), nats"
+    )
+
+    def plan(self, ctx: RunContext) -> None:
+        from synth.edits import replace
+
+        plan_by_distance(
+            self,
+            ctx,
+            lambda base, rng: replace(base, rng, ctx.lang, query=0),
+            alt=lambda pair: tuple(pair.meta["new_value"]),
+        )
+
+    def effect_phrase(self, found: bool) -> str:
+        return "the model reads the fact" if found else "no evidence the model reads the fact"

@@ -1,0 +1,178 @@
+"""The one door through which probes reach a model: per-token loss.
+
+    nll[b, t] = −log p(tokens[b, t] | tokens[b, :t])     (NaN at t = 0 and where not scored)
+    correct[b, t] = (argmax prediction at t == tokens[b, t])   (False where not scored)
+
+Given token ids, doc ids (padding −1), the positions to score and an evaluation geometry, a
+`LossModel` returns `TokenScores`. Scoring only the requested positions matters: the recompute
+evaluator costs a whole window per scored token. Adapters for Transformer-XL live in
+`probes.adapters.txl`; a new kind of model (an external LM) needs only this protocol, and goes through
+`probes.run(probe, model=<the LossModel>)` like a checkpoint does:
+
+- `info: ModelInfo` — what is recorded (id, sha256, n_layer, training geometry, `vocab_size`);
+- `tokenizer: dict | None` — the tokenizer JSON the model reads (a synth language's JSON; the
+  runner refuses text in another language), or None when the model makes no claim (any token id
+  below `info.vocab_size` is scored);
+- `default_geometry()` — the evaluation geometry used when none is given; the run's options
+  (--mem, --tgt-len, …) replace its fields (`geometry(model, **overrides)`);
+- `score(tokens, doc_ids, positions, geometry) -> TokenScores`.
+
+Optional capabilities, used when present:
+- `score_shared(tokens, doc_ids, positions, geometry, *, parent, shared)`: rows that share a prefix
+  with another row (`tokens[r, :shared[r]] == tokens[parent[r], :shared[r]]`, parent −1 for none)
+  may be computed once up to it and forked. Results must equal `score` on the same rows.
+- `max_rows(geometry) -> int`: rows per scoring call that fit in memory (default 64; `max_rows`).
+- `horizon(geometry) -> probes.reach.Horizon`: what a scored token can see. Without it a
+  Transformer-XL streaming evaluator with `info.n_layer` layers is assumed.
+- `score_window(tokens, doc_ids, positions, window, geometry)`: truncated context: every scored
+  token is predicted from exactly the `window` tokens before it (fewer at the row start and,
+  under `geometry.reset`, at its document's start), recomputed without memory. Context sweeps,
+  RECL and the speed comparison need it (`score_truncated` says so when a model lacks it).
+
+This module imports no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from probes.reach import Horizon
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    id: str  # short name used in result paths, e.g. "default-1a2b3c4d"
+    path: str  # where it was loaded from
+    sha256: str  # of the weights file
+    config: dict[str, Any]  # the model config as stored
+    n_layer: int
+    train_tgt_len: int
+    train_mem_len: int
+    vocab_size: int | None = None  # token ids the model scores (None: not stated)
+    evaluator: str = "cached"  # "cached" | "recompute" | an external adapter's name
+    dtype: str = "float32"
+    device: str = "cpu"
+    extra: dict[str, Any] = field(default_factory=dict)  # anything else worth recording
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "path": self.path,
+            "sha256": self.sha256,
+            "config": self.config,
+            "n_layer": self.n_layer,
+            "train_tgt_len": self.train_tgt_len,
+            "train_mem_len": self.train_mem_len,
+            "vocab_size": self.vocab_size,
+            "evaluator": self.evaluator,
+            "dtype": self.dtype,
+            "device": self.device,
+            **({"extra": self.extra} if self.extra else {}),
+        }
+
+
+@dataclass
+class TokenScores:
+    nll: np.ndarray  # (B, N) float64; NaN at t = 0 and at unscored positions
+    correct: np.ndarray  # (B, N) bool; False at unscored positions
+
+    def take(self, row: int, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.nll[row, positions], self.correct[row, positions]
+
+
+@runtime_checkable
+class LossModel(Protocol):
+    info: ModelInfo
+    tokenizer: dict[str, Any] | None
+
+    def default_geometry(self) -> Any:  # txl.geometry.Geometry
+        ...
+
+    def score(
+        self, tokens: np.ndarray, doc_ids: np.ndarray, positions: np.ndarray, geometry: Any
+    ) -> TokenScores: ...
+
+
+def geometry(model: LossModel, **overrides: Any) -> Any:
+    """The model's default geometry with the given fields replaced (None keeps the default).
+    Raises ValueError (one line, from txl.geometry.Geometry) for an impossible geometry."""
+    from dataclasses import replace
+
+    return replace(
+        model.default_geometry(), **{k: v for k, v in overrides.items() if v is not None}
+    )
+
+
+def max_rows(model: LossModel, geometry: Any, default: int = 64) -> int:
+    """Rows per scoring call: the model's own `max_rows(geometry)` when it has one."""
+    own = getattr(model, "max_rows", None)
+    return int(own(geometry)) if own is not None else default
+
+
+# The largest |difference| between two scores of the same tokens that counts as "equal" in a
+# probe's own checks, by evaluation dtype (bit-exact zeros are reported beside it).
+TOLERANCE = {"float64": 1e-9, "float32": 1e-4, "bfloat16": 5e-2}
+
+
+def tolerance(model: LossModel) -> float:
+    return TOLERANCE.get(getattr(model.info, "dtype", "float32"), 1e-4)
+
+
+def horizon(model: LossModel, geometry: Any) -> Horizon:
+    own = getattr(model, "horizon", None)
+    if own is not None:
+        return own(geometry)
+    return Horizon.of(geometry, model.info.n_layer)
+
+
+def check_inputs(tokens: np.ndarray, doc_ids: np.ndarray, positions: np.ndarray) -> None:
+    """Shapes and types the protocol promises; raises ValueError (a caller bug)."""
+    if tokens.ndim != 2 or tokens.shape != doc_ids.shape or tokens.shape != positions.shape:
+        raise ValueError(
+            f"tokens {tokens.shape}, doc_ids {doc_ids.shape} and positions {positions.shape} "
+            "must be the same (B, N) shape"
+        )
+    if positions.dtype != bool:
+        raise ValueError(f"positions must be a bool mask, got {positions.dtype}")
+    if positions.shape[1] and positions[:, 0].any():
+        raise ValueError("position 0 cannot be scored (nothing predicts the first token)")
+
+
+def score_rows(
+    model: LossModel,
+    tokens: np.ndarray,
+    doc_ids: np.ndarray,
+    positions: np.ndarray,
+    geometry: Any,
+    *,
+    parent: np.ndarray | None = None,
+    shared: np.ndarray | None = None,
+) -> TokenScores:
+    """Score rows, sharing prefixes when the model can (see module docstring)."""
+    check_inputs(tokens, doc_ids, positions)
+    fork = getattr(model, "score_shared", None)
+    if fork is not None and parent is not None and shared is not None:
+        return fork(tokens, doc_ids, positions, geometry, parent=parent, shared=shared)
+    return model.score(tokens, doc_ids, positions, geometry)
+
+
+def score_truncated(
+    model: LossModel,
+    tokens: np.ndarray,
+    doc_ids: np.ndarray,
+    positions: np.ndarray,
+    window: int,
+    geometry: Any,
+) -> TokenScores:
+    """Score with exactly `window` tokens of visible history (the `score_window` capability)."""
+    check_inputs(tokens, doc_ids, positions)
+    fn = getattr(model, "score_window", None)
+    if fn is None:
+        raise ValueError(
+            f"model {model.info.id!r} cannot score a truncated context (no score_window); "
+            "use a Transformer-XL checkpoint or an adapter that has it"
+        )
+    return fn(tokens, doc_ids, positions, int(window), geometry)

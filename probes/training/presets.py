@@ -1,0 +1,167 @@
+"""Named training presets: layered under a config file and command-line overrides.
+
+Each preset is a partial, nested dict of `txl.train_config.TrainConfig` keys. `model.vocab_size`
+is never set here (it comes from the tokenizer); `data` and `eval` are opaque to txl and are read
+by whoever builds the stream and the evaluation callback (the `probe train` command).
+Plain data, no torch import.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The shipped default model: trains on 2 CPU cores. A memory of 256 makes an evaluation with
+    # --mem 640 a plausible extrapolation. What makes it retrieve (README, "The shipped models"):
+    # - the language's queries put the answer right after the entity (synth language v2): with
+    #   "ENTITY : VALUE" no recipe tried matched the query's entity to its statement;
+    # - pre-LN and init std 0.06, not the reference's 0.02 (tuned for d_model 410+): at d_model 128
+    #   with 0.02 no in-context lookup formed on bursty text within 1,500 steps, post- or pre-LN;
+    #   with 0.06 a pre-LN model forms one by ~600;
+    # - a curriculum: each row's first 1,000 segments are plain bursty documents only, 64 tokens
+    #   long (in a mixture from the start the lookup had not formed by step 2,500), then the
+    #   mixture, where the lookup carries over to facts within a few hundred steps;
+    # - topic filler in every document with filler, and 16,000 steps: the filler language is
+    #   learned close to its floor.
+    "tiny": {
+        "model": dict(
+            n_layer=2,
+            d_model=128,
+            n_head=4,
+            d_head=32,
+            d_inner=512,
+            dropout=0.0,
+            dropatt=0.0,
+            pre_lnorm=True,
+            init_std=0.06,
+            tgt_len=64,
+            mem_len=256,
+        ),
+        "steps": 16000,
+        "batch_size": 32,
+        "lr": 3e-3,
+        "min_lr_ratio": 0.1,
+        "warmup_steps": 100,
+        "weight_decay": 0.0,
+        "eval_every": 1000,
+        "checkpoint_every": 1000,
+        # More in-context-lookup text than the stream's default mixture: bursty key→value
+        # documents and sparse facts keep the lookup sharp. Corpus documents are the majority and
+        # sparse ones use the same topic filler, so the filler language is the same everywhere
+        # (with i.i.d. filler in sparse documents a document's first words are ambiguous).
+        "data": {
+            "p_corpus": 0.6,
+            "p_bursty": 0.2,
+            "p_sparse": 0.2,
+            "sparse_filler": "markov",
+            "bursty_len": [64, 64],
+            "bursty_first": 64000,  # tokens per row = 1,000 segments of 64
+        },
+        "eval": {"mem_len": 640},  # also report recall with the longer evaluation memory
+    },
+    # A GPU model of tens of millions of parameters (about 26M besides the embedding).
+    "small": {
+        "model": dict(
+            n_layer=8,
+            d_model=512,
+            n_head=8,
+            d_head=64,
+            d_inner=2048,
+            dropout=0.1,
+            dropatt=0.0,
+            pre_lnorm=False,
+            tgt_len=256,
+            mem_len=256,
+        ),
+        "steps": 20000,
+        "batch_size": 32,
+        "lr": 5e-4,
+        "min_lr_ratio": 0.05,
+        "warmup_steps": 1000,
+        "weight_decay": 0.01,
+        "eval_every": 1000,
+        "checkpoint_every": 1000,
+    },
+    # The shape of the paper's WikiText-103 base model (run_wt103_base.sh; the adaptive softmax
+    # is not used: the synthetic vocabulary is small).
+    "base": {
+        "model": dict(
+            n_layer=16,
+            d_model=410,
+            n_head=10,
+            d_head=41,
+            d_inner=2100,
+            dropout=0.1,
+            dropatt=0.0,
+            pre_lnorm=False,
+            tgt_len=150,
+            mem_len=150,
+        ),
+        "steps": 200000,
+        "batch_size": 60,
+        "lr": 2.5e-4,
+        "min_lr_ratio": 0.0,
+        "warmup_steps": 0,
+        "weight_decay": 0.0,
+        "eval_every": 4000,
+        "checkpoint_every": 4000,
+    },
+}
+
+# The no-recurrence sibling of the default model: the same recipe and budget at mem_len 0 (no
+# longer evaluation memory either: a memory-less model has nothing to extend).
+PRESETS["tiny-mem0"] = {
+    **copy.deepcopy(PRESETS["tiny"]),
+    "model": {**PRESETS["tiny"]["model"], "mem_len": 0},
+    "eval": {},
+}
+
+# The ablation group of the paper's Table 6 at the default model's size, recipe and budget; only
+# the position encoding (and, for the Al-Rfou row, the recurrence) differs from "tiny" / "tiny-mem0".
+# The paper trains its absolute-encoding rows with the "half" loss (only the second half of each
+# segment is scored); these train on the full loss like the rest of the group.
+PRESETS["tiny-shaw"] = {  # Shaw et al. learned relative encoding + recurrence
+    **copy.deepcopy(PRESETS["tiny"]),
+    "model": {**PRESETS["tiny"]["model"], "pos_enc": "shaw"},
+}
+PRESETS["tiny-abs"] = {  # Vaswani et al. sinusoid, window-relative, + recurrence
+    **copy.deepcopy(PRESETS["tiny"]),
+    "model": {**PRESETS["tiny"]["model"], "pos_enc": "abs"},
+}
+PRESETS["tiny-learned-mem0"] = {  # Al-Rfou et al. learned absolute positions, no recurrence
+    **copy.deepcopy(PRESETS["tiny-mem0"]),
+    "model": {**PRESETS["tiny-mem0"]["model"], "pos_enc": "learned"},
+}
+
+# A deeper Transformer-XL whose layered reach (n_layer x mem_len + offset: 384-448 tokens) lies far
+# beyond its direct window (mem_len + offset: 64-128): can a fact climb through cached states?
+# Corpus facts are queried mostly from the layered band, and sparse documents span six segments
+# (facts in the first three, queries in the last three), so most training answers need a fact the
+# last layer cannot attend to.
+PRESETS["deep"] = {
+    **copy.deepcopy(PRESETS["tiny"]),
+    "model": {**PRESETS["tiny"]["model"], "n_layer": 6, "mem_len": 64},
+    "data": {
+        **PRESETS["tiny"]["data"],
+        "distance_bins": [[6, 128, 0.3], [128, 448, 0.7]],
+        "doc_len": [256, 1024],
+        "sparse_len": 384,
+    },
+    "eval": {"edges": [6, 64, 128, 192, 256, 320, 384, 448, 640]},
+}
+
+DEFAULT_PRESET = "tiny"
+
+
+def resolve_dict(
+    preset: str | None = None,
+    config_file: str | Path | None = None,
+    overrides: Iterable[str | tuple[str, Any]] = (),
+) -> dict[str, Any]:
+    """`txl.train_config.resolve_dict` over these presets (default: the shipped model's)."""
+    from txl.train_config import resolve_dict as resolve
+
+    return resolve(preset, config_file, overrides, presets=PRESETS, default_preset=DEFAULT_PRESET)
