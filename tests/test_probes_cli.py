@@ -49,11 +49,11 @@ def test_json_stdout_is_one_document_matching_the_contract(model, tmp_path):
 
 
 def test_table_and_verdict_on_stdout_progress_only_on_stderr(model, tmp_path, monkeypatch):
-    import probes.framework.probe
+    import probes.framework.progress
 
-    real_init = probes.framework.probe.Progress.__init__
+    real_init = probes.framework.progress.Progress.__init__
     monkeypatch.setattr(
-        probes.framework.probe.Progress, "__init__", lambda self, enabled: real_init(self, True)
+        probes.framework.progress.Progress, "__init__", lambda self, enabled: real_init(self, True)
     )  # as if stderr were a terminal
     r = invoke(
         [

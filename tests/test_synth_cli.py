@@ -7,7 +7,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from probes.cli.synth import synth
+from probes.cli.synth import synth_group as synth
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,7 @@ def test_unknown_edit_is_a_one_line_usage_error():
 
 def test_show_does_not_import_torch():
     code = (
-        "import sys; from probes.cli.synth import synth; "
+        "import sys; from probes.cli.synth import synth_group as synth; "
         "synth(['show', 'fact-swap', '--seed', '1'], standalone_mode=False); "
         "assert 'torch' not in sys.modules"
     )

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from test_train_cli import SMALL
 
 from probes.cli.main import cli
-from probes.framework.runner import resolve_model_path
+from probes.framework.models import resolve_model_path
 from probes.training.compare import compare_runs, field_kind, flatten
 
 

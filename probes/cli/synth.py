@@ -6,19 +6,15 @@ import json
 
 import click
 
-
-class BadInput(click.ClickException):
-    """Bad input: one line on stderr, exit 2."""
-
-    exit_code = 2
+from probes.cli.errors import BadInput
 
 
 @click.group("synth")
-def synth() -> None:
+def synth_group() -> None:
     """Show generated pairs, examples and training batches of the synthetic language."""
 
 
-@synth.command("show")
+@synth_group.command("show")
 @click.argument("edit")
 @click.option("--seed", default=0, show_default=True, help="Seed (probe namespace).")
 @click.option("--distance", default=48, show_default=True, help="Fact → answer distance in tokens.")
@@ -142,7 +138,7 @@ def _print_pair(pair, lang, name: str, seed: int) -> None:
     console.print(table)
 
 
-@synth.command("language")
+@synth_group.command("language")
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the language's JSON (a tokenizer.json)."
 )
@@ -169,7 +165,7 @@ def language_cmd(as_json: bool) -> None:
         click.echo(f"{k:<36} {v}")
 
 
-@synth.command("stream")
+@synth_group.command("stream")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--rows", default=2, show_default=True, help="Batch rows to print.")
 @click.option("--tgt-len", default=64, show_default=True)

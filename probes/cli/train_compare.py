@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from probes.cli.errors import EXIT_CHECK, BadInput
 from probes.training.compare import DEFAULT_ACC_TOL, DEFAULT_NLL_TOL
 
 HEADLINE_FIELDS = ("nll", "filler_nll", "filler_floor", "filler_entropy")
@@ -49,13 +50,12 @@ def train_compare_command(
     differs; "so far" when one run trained fewer steps than the other. Exit 0 only when both
     runs are complete and the verdict is identical or within tolerance, else 1.
     """
-    from probes.cli.main import EXIT_CHECK, InputError
     from probes.training.compare import compare_runs
 
     try:
         result = compare_runs(_resolve(run_a), _resolve(run_b), nll_tol=nll_tol, acc_tol=acc_tol)
     except ValueError as e:  # RunMetricsError, or a NaN tolerance
-        raise InputError(str(e)) from None
+        raise BadInput(str(e)) from None
     if as_json:
         import json
 
@@ -70,8 +70,8 @@ def train_compare_command(
 
 def _resolve(name: str) -> str:
     """A shipped model's name (`default`) stands for its directory; anything else is a path."""
+    from probes.framework.models import resolve_model_path
     from probes.framework.probe import ProbeInputError
-    from probes.framework.runner import resolve_model_path
 
     try:
         return str(resolve_model_path(name))

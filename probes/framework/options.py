@@ -1,111 +1,125 @@
-"""The options every probe run shares (geometry, seed, device, output), declared once for
-`probe run` and `probe diagnose`. click only: imported by `probe --help`."""
+"""The options every probe run shares, declared once.
+
+`RunOptions` is a declared dataclass (`probes.framework.params`): the same fields generate the
+click options of `probe run` and `probe diagnose`, are validated when `probes.run(...)` is called
+from Python, are recorded in run.json (`record()`), and give back the command line that repeats a
+run (`argv()`). A probe contributes its own options through its `Params`, declared the same way;
+the next run option (a haystack, a minimum effect) is one more field here.
+
+Output options (`--json`, `--quiet`) say how a result is shown, not what is computed: they are
+declared once in `OUTPUT_OPTIONS` and never recorded.
+
+click only at import: `probe --help` stays instant.
+"""
 
 from __future__ import annotations
 
-import click
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from probes.framework.params import argv as params_argv
+from probes.framework.params import build, click_options, param
 
 
-def common_options() -> list[click.Option]:
-    o = click.Option
+@dataclass(frozen=True)
+class RunOptions:
+    """How a probe runs: which model, the evaluation geometry, pairs, seed, device, output."""
+
+    # a checkpoint directory or shipped model name; in Python also a LossModel object or, for a
+    # model-group probe, a list of them (the runner resolves and validates it)
+    model: Any = param(
+        None,
+        metavar="DIR",
+        help="Checkpoint directory, or a shipped model name (default, default-mem0). "
+        "[default: default]",
+    )
+    mem: int | None = param(None, min=0, metavar="N", help="Eval mem_len. [default: the model's]")
+    tgt_len: int | None = param(
+        None, min=1, metavar="N", help="Eval segment length. [default: the model's]"
+    )
+    clamp_len: int | None = param(
+        None,
+        min=1,
+        metavar="N",
+        help="Largest relative distance used. [default: the model's training mem + tgt]",
+    )
+    n: int | None = param(
+        None, min=1, metavar="N", help="Pairs per bin / grid cell. [default: the probe's]"
+    )
+    seed: int = param(0, min=0, metavar="N", show_default=True, help="Seed of the pairs.")
+    device: Literal["auto", "cpu", "cuda"] = param(
+        "auto", show_default=True, help="Where the model runs."
+    )
+    evaluator: Literal["cached", "recompute"] = param(
+        "cached",
+        show_default=True,
+        help="cached: streaming with memory; recompute: a fresh window of mem+tgt tokens per "
+        "scored token.",
+    )
+    dtype: Literal["float32", "float64", "bfloat16"] = param(
+        "float32", show_default=True, help="Evaluation precision (recorded)."
+    )
+    threads: int | None = param(
+        None,
+        min=1,
+        metavar="N",
+        help="CPU threads. [default: the cores this process may use, less those other "
+        "processes keep busy]",
+    )
+    out: str = param("results", metavar="DIR", show_default=True, help="Where run directories go.")
+    language: str | None = param(
+        None,
+        metavar="FILE",
+        help="Synth language JSON (or a checkpoint dir) to write the probe text in. "
+        "[default: Language.default()]",
+    )
+    same_length: bool | None = param(
+        None, help="Every query sees exactly mem_len keys. [default: off]"
+    )
+    reset: bool | None = param(
+        None,
+        flags="--reset/--carry",
+        help="Mask other documents (reset) or let the cache carry them (the paper's stream). "
+        "[default: reset]",
+    )
+    quick: bool = param(
+        False, flags="--quick", help="Fewer pairs (the probe's quick n): a smoke run."
+    )
+
+    @classmethod
+    def fields(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def build(cls, values: dict[str, Any]) -> RunOptions:
+        """Validated options from keyword values (ParamError, one line, for a bad one). `model`
+        is taken as given: the runner resolves it."""
+        return build(cls, values)
+
+    @classmethod
+    def click_options(cls, only=None, *, multiple=()) -> list:
+        return click_options(cls, only=only, multiple=multiple)
+
+    def record(self) -> dict[str, Any]:
+        """The options as run.json records them (`model` already resolved to names/paths)."""
+        return dataclasses.asdict(self)
+
+    def argv(self) -> list[str]:
+        """The command-line options that repeat these (`probe run PROBE` + this)."""
+        return params_argv(self)
+
+
+def output_options() -> list:
+    """`--json` and `--quiet`: how a result is shown (never recorded)."""
+    import click
+
     return [
-        o(
-            ["--model", "model"],
-            metavar="DIR",
-            default=None,
-            help="Checkpoint directory, or a shipped model name (default, default-mem0). "
-            "[default: default]",
+        click.Option(
+            ["--json", "as_json"], is_flag=True, help="Print exactly one JSON document on stdout."
         ),
-        o(
-            ["--mem", "mem"],
-            type=click.IntRange(min=0),
-            metavar="N",
-            help="Eval mem_len. [default: the model's]",
-        ),
-        o(
-            ["--tgt-len", "tgt_len"],
-            type=click.IntRange(min=1),
-            metavar="N",
-            help="Eval segment length. [default: the model's]",
-        ),
-        o(
-            ["--clamp-len", "clamp_len"],
-            type=click.IntRange(min=1),
-            metavar="N",
-            help="Largest relative distance used. [default: the model's training mem + tgt]",
-        ),
-        o(
-            ["--same-length/--no-same-length", "same_length"],
-            default=None,
-            help="Every query sees exactly mem_len keys. [default: off]",
-        ),
-        o(
-            ["--reset/--carry", "reset"],
-            default=None,
-            help="Mask other documents (reset) or let the cache carry them (the paper's stream). [default: reset]",
-        ),
-        o(
-            ["--n", "n"],
-            type=click.IntRange(min=1),
-            metavar="N",
-            help="Pairs per bin / grid cell. [default: the probe's]",
-        ),
-        o(
-            ["--seed", "seed"],
-            type=click.IntRange(min=0),
-            default=0,
-            show_default=True,
-            metavar="N",
-            help="Seed of the pairs.",
-        ),
-        o(
-            ["--device", "device"],
-            type=click.Choice(["auto", "cpu", "cuda"]),
-            default="auto",
-            show_default=True,
-        ),
-        o(
-            ["--evaluator", "evaluator"],
-            type=click.Choice(["cached", "recompute"]),
-            default="cached",
-            show_default=True,
-            help="cached: streaming with memory; recompute: a fresh window of mem+tgt tokens per scored token.",
-        ),
-        o(
-            ["--dtype", "dtype"],
-            type=click.Choice(["float32", "float64", "bfloat16"]),
-            default="float32",
-            show_default=True,
-        ),
-        o(
-            ["--threads", "threads"],
-            type=click.IntRange(min=1),
-            metavar="N",
-            help="CPU threads. [default: the cores this process may use, less those other processes keep busy]",
-        ),
-        o(
-            ["--language", "language"],
-            metavar="FILE",
-            help="Synth language JSON (or a checkpoint dir) to write the probe text in. [default: Language.default()]",
-        ),
-        o(
-            ["--out", "out"],
-            metavar="DIR",
-            default="results",
-            show_default=True,
-            help="Where run directories go.",
-        ),
-        o(
-            ["--quick", "quick"],
-            is_flag=True,
-            help="Fewer pairs (the probe's quick n): a smoke run.",
-        ),
-        o(["--json", "as_json"], is_flag=True, help="Print exactly one JSON document on stdout."),
-        o(["--quiet", "quiet"], is_flag=True, help="No progress or logs on stderr."),
+        click.Option(["--quiet", "quiet"], is_flag=True, help="No progress or logs on stderr."),
     ]
 
 
-COMMON_NAMES = {
-    "model", "mem", "tgt_len", "clamp_len", "same_length", "reset", "n", "seed", "device",
-    "evaluator", "dtype", "threads", "language", "out", "quick", "as_json", "quiet", "json",
-}  # fmt: skip
+OUTPUT_NAMES = ("as_json", "quiet")

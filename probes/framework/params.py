@@ -1,23 +1,28 @@
-"""A probe's parameters: a frozen dataclass whose fields become CLI options.
+"""Declared options: a frozen dataclass whose fields become CLI options, validated values and
+recorded JSON — one declaration for a probe's own parameters and for the run options every probe
+shares (`probes.framework.options.RunOptions`).
 
     @dataclass(frozen=True)
     class Params:
         distance: str = param("auto", help="distance bins, LO-HI,...", check=parse_ranges)
         k: int = param(2, help="distractors per kind", min=1)
 
-Field name `k` becomes `--k`, `max_k` becomes `--max-k`; the help text, bounds and choices come
-from the field's metadata. `check` is a function of the value that raises ValueError with a
-message saying what would be right; it runs when the option is parsed (a usage error, exit 2) and
-when the dataclass is built from Python. Values stay plain JSON data (str, int, float, bool), so
-`run.json` records exactly what was asked for.
+Field name `k` becomes `--k`, `max_k` becomes `--max-k` (or the field's own `flags`, e.g.
+"--reset/--carry"); the help text, bounds and choices come from the field's metadata. Types:
+str, int, float, bool, a `Literal[...]` of choices, any of them `| None` (None: not given, the
+default decides later), or `Any` (passed through unchecked: the caller validates it). `check` is a
+function of the value that raises ValueError with a message saying what would be right; it runs
+when the option is parsed (a usage error, exit 2) and when the dataclass is built from Python.
+Values stay plain JSON data, so `run.json` records exactly what was asked for.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Literal, get_args, get_origin
 
 PLAIN = (str, int, float, bool)
@@ -34,9 +39,21 @@ def param(
     min: float | None = None,
     max: float | None = None,
     check: Callable[[Any], Any] | None = None,
+    flags: str | None = None,
+    metavar: str | None = None,
+    show_default: bool = False,
 ) -> Any:
-    """A Params field with CLI metadata."""
-    meta = {"help": help, "min": min, "max": max, "check": check}
+    """A declared field with CLI metadata. `flags`: the option's own spelling ("--quick",
+    "--reset/--carry"); `show_default`: click prints the default instead of the help's note."""
+    meta = {
+        "help": help,
+        "min": min,
+        "max": max,
+        "check": check,
+        "flags": flags,
+        "metavar": metavar,
+        "show_default": show_default,
+    }
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -48,8 +65,28 @@ def _field_types(params_cls: type) -> dict[str, Any]:
     return typing.get_type_hints(params_cls)
 
 
-def _check_value(params_cls: type, field: dataclasses.Field, kind: Any, value: Any) -> Any:
-    opt = option_name(field.name)
+def _unwrap(kind: Any) -> tuple[Any, bool]:
+    """(the type without None, whether None is allowed)."""
+    if get_origin(kind) in (typing.Union, types.UnionType):
+        args = [a for a in get_args(kind) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], len(args) < len(get_args(kind))
+    return kind, False
+
+
+def flag(field: dataclasses.Field) -> str:
+    """The option as a user types it (its first spelling)."""
+    own = field.metadata.get("flags")
+    return own.split("/")[0] if own else option_name(field.name)
+
+
+def _check_value(field: dataclasses.Field, kind: Any, value: Any) -> Any:
+    opt = flag(field)
+    kind, optional = _unwrap(kind)
+    if value is None and optional:
+        return None
+    if kind is Any:
+        return value
     choices = get_args(kind) if get_origin(kind) is Literal else None
     if choices is not None:
         if value not in choices:
@@ -99,7 +136,7 @@ def build(params_cls: type, values: dict[str, Any]) -> Any:
             known = ", ".join(fields) or "none"
             raise ParamError(f"unknown parameter {key!r}{hint} (this probe's: {known})")
     kinds = _field_types(params_cls)
-    clean = {k: _check_value(params_cls, fields[k], kinds[k], v) for k, v in values.items()}
+    clean = {k: _check_value(fields[k], kinds[k], v) for k, v in values.items()}
     return params_cls(**clean)
 
 
@@ -107,30 +144,66 @@ def to_dict(params: Any) -> dict[str, Any]:
     return dataclasses.asdict(params)
 
 
-def click_options(params_cls: type, taken: set[str] = frozenset()) -> list:
-    """One click.Option per field. Field names that clash with the common run options are
-    refused (`taken`: their parameter names)."""
+def argv(params: Any, skip: Collection[str] = ()) -> list[str]:
+    """The command-line words that give `params` again (None: not given, left out; a list: the
+    option repeated; a tri-state or flag bool: its spelling)."""
+    out: list[str] = []
+    for field in dataclasses.fields(params):
+        value = getattr(params, field.name)
+        if field.name in skip or value is None:
+            continue
+        own = field.metadata.get("flags")
+        if isinstance(value, bool):
+            on, _, off = (
+                own or f"{option_name(field.name)}/--no-{field.name.replace('_', '-')}"
+            ).partition("/")
+            if value:
+                out.append(on)
+            elif off:
+                out.append(off)
+            continue
+        for v in value if isinstance(value, list | tuple) else [value]:
+            out += [flag(field), str(v)]
+    return out
+
+
+def click_options(
+    params_cls: type,
+    taken: Collection[str] = frozenset(),
+    *,
+    only: Collection[str] | None = None,
+    multiple: Collection[str] = (),
+) -> list:
+    """One click.Option per field (`only`: these fields, in declaration order; `multiple`: fields
+    whose option may be repeated). Field names that clash with `taken` (the names of options
+    declared elsewhere on the same command) are refused."""
     import click
 
     kinds = _field_types(params_cls)
     options = []
     for field in dataclasses.fields(params_cls):
+        if only is not None and field.name not in only:
+            continue
         if field.name in taken:
             raise ParamError(
                 f"{params_cls.__qualname__}.{field.name} clashes with the common run option "
                 f"{option_name(field.name)}; rename the field"
             )
-        kind = kinds[field.name]
+        kind, _ = _unwrap(kinds[field.name])
         meta = field.metadata
         help_text = meta.get("help") or ""
         default = field.default
+        own = meta.get("flags")
+        shown = meta.get("show_default")
         if kind is bool:
-            flag = field.name.replace("_", "-")
+            decl = own or f"--{field.name.replace('_', '-')}/--no-{field.name.replace('_', '-')}"
+            pair = "/" in decl  # --x/--no-x (click infers the flag); else a plain flag
             options.append(
                 click.Option(
-                    [f"--{flag}/--no-{flag}", field.name],
+                    [decl, field.name],
+                    is_flag=None if pair else True,
                     default=default,
-                    show_default=True,
+                    show_default=pair and default is not None,
                     help=help_text,
                 )
             )
@@ -156,12 +229,19 @@ def click_options(params_cls: type, taken: set[str] = frozenset()) -> list:
                     raise click.BadParameter(str(e), ctx=ctx, param=param) from None
                 return value
 
+        repeated = field.name in multiple
         options.append(
             click.Option(
-                [option_name(field.name), field.name],
+                [own or option_name(field.name), field.name],
                 type=click_type,
-                default=None,  # None: keep the dataclass default (so build() sees only given ones)
-                help=f"{help_text}  [default: {default}]",
+                metavar=meta.get("metavar"),
+                multiple=repeated,
+                # None: keep the dataclass default (so build() sees only the given ones)
+                default=default if shown else None,
+                show_default=shown,
+                help=help_text
+                if shown or repeated or default is None
+                else f"{help_text}  [default: {default}]",
                 callback=callback,
             )
         )

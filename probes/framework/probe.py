@@ -21,11 +21,14 @@ probe reports goes into `Outcome`: `metrics` (named numbers; every name document
 sanity checks: a failed one makes `probe run` exit 1), a one-line `verdict`, per-token arrays
 and plots. Probes whose output is not a delta-by-distance table (speed, recl, boundary positions)
 fill `metrics`/`bins` with their own names and document them in `metric_docs`.
+
+What the report layer shows is declared here too (`probes.framework.declarations`): `columns`,
+the bin table's columns; `diagnose_rows(summary)`, the probe's rows in `probe diagnose` (with
+`@probe(..., diagnose=N)`).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,7 +61,7 @@ class RunContext:
     n: int  # pairs per group
     seed: int
     quick: bool = False
-    progress: Progress | None = None
+    progress: Any = None  # probes.framework.progress.Progress
     run_dir: Any = None  # probes.framework.results.RunDir, set before execute()
     # The model group (LossModels, `model` first) of a probe with `model_group = True`; else [].
     group: list = field(default_factory=list)
@@ -137,6 +140,15 @@ class Probe:
     # True: the probe runs every cache policy itself (reset and carry on the same tokens), so a
     # run's --reset/--carry would mean nothing; the runner refuses it (exit 2).
     runs_every_policy: ClassVar[bool] = False
+    # Set by @probe(..., diagnose=N): its place in `probe diagnose` (None: not part of it).
+    diagnose: ClassVar[int | None] = None
+    # The bin table's columns (probes.framework.declarations.Column), in order.
+    columns: ClassVar[tuple] = ()
+
+    @classmethod
+    def diagnose_rows(cls, summary: dict[str, Any]) -> list[dict[str, Any]]:
+        """This probe's rows in `probe diagnose`, from its summary (`declarations.effect_row`)."""
+        return []
 
     def __init__(self, params: Any):
         self.params = params
@@ -146,61 +158,3 @@ class Probe:
 
     def execute(self, ctx: RunContext) -> Outcome:
         raise NotImplementedError
-
-
-class Progress:
-    """Progress bar and log lines on stderr; silent when disabled (not a TTY, --quiet, --json)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self._bar = None
-        self._task = None
-        self._console = None
-        if enabled:
-            from rich.console import Console
-
-            self._console = Console(file=sys.stderr)
-
-    @classmethod
-    def auto(cls, quiet: bool = False) -> Progress:
-        return cls(enabled=not quiet and sys.stderr.isatty())
-
-    def log(self, message: str) -> None:
-        if self._console is not None:
-            self._console.print(f"[dim]{message}[/dim]", highlight=False)
-
-    def start(self, total: int, description: str) -> None:
-        if not self.enabled:
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-        from rich.progress import (
-            Progress as RichProgress,
-        )
-
-        self.stop()
-        self._bar = RichProgress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=self._console,
-            transient=True,
-        )
-        self._bar.start()
-        self._task = self._bar.add_task(description, total=total)
-
-    def advance(self, k: int = 1) -> None:
-        if self._bar is not None:
-            self._bar.advance(self._task, k)
-
-    def stop(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None

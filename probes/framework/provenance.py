@@ -63,6 +63,17 @@ def git_state(root: Path = REPO_ROOT) -> dict:
     return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
 
 
+def portable_argv(argv: list[str] | None) -> list[str] | None:
+    """The command line as typed, its program named without this machine's path
+    (`/home/me/.venv/bin/probe` → `probe`): run.json travels to other machines."""
+    if argv is None:
+        return None
+    words = [str(a) for a in argv]
+    if words:
+        words[0] = Path(words[0]).name
+    return words
+
+
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)

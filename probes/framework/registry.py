@@ -39,6 +39,7 @@ class Entry:
     version: int
     target: str  # "module:attr" (built-in) or "path/to/file.py:attr" (loaded from a file)
     summary: str  # first line of the class docstring
+    diagnose: int | None = None  # its place in `probe diagnose` (None: not part of it)
 
 
 # name → class, filled by the decorator when a probe module is imported.
@@ -46,12 +47,15 @@ _LOADED: dict[str, type] = {}
 _BUILTIN: dict[str, Entry] | None = None
 
 
-def probe(name: str, *, version: int):
-    """Register a probe class under `name`. The class needs a frozen dataclass `Params`."""
+def probe(name: str, *, version: int, diagnose: int | None = None):
+    """Register a probe class under `name`. The class needs a frozen dataclass `Params`.
+    `diagnose=N`: the probe is part of `probe diagnose`, its rows at place N."""
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise RegistryError(f"probe name {name!r} must be lowercase words joined by '-'")
     if not isinstance(version, int) or version < 1:
         raise RegistryError(f"probe {name!r}: version must be an integer >= 1, got {version!r}")
+    if diagnose is not None and (isinstance(diagnose, bool) or not isinstance(diagnose, int)):
+        raise RegistryError(f"probe {name!r}: diagnose must be an integer place, got {diagnose!r}")
 
     def decorate(cls: type) -> type:
         params = getattr(cls, "Params", None)
@@ -73,6 +77,7 @@ def probe(name: str, *, version: int):
             )
         cls.name = name
         cls.version = version
+        cls.diagnose = diagnose
         _LOADED[name] = cls
         return cls
 
@@ -83,7 +88,7 @@ def _target(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _decorator_spec(node: ast.ClassDef) -> tuple[str, int] | None:
+def _decorator_spec(node: ast.ClassDef) -> tuple[str, int, int | None] | None:
     for dec in node.decorator_list:
         if not isinstance(dec, ast.Call):
             continue
@@ -94,7 +99,9 @@ def _decorator_spec(node: ast.ClassDef) -> tuple[str, int] | None:
         version = next((k.value for k in dec.keywords if k.arg == "version"), None)
         if not isinstance(version, ast.Constant):
             continue
-        return str(dec.args[0].value), int(version.value)
+        place = next((k.value for k in dec.keywords if k.arg == "diagnose"), None)
+        diagnose = int(place.value) if isinstance(place, ast.Constant) else None
+        return str(dec.args[0].value), int(version.value), diagnose
     return None
 
 
@@ -111,7 +118,7 @@ def scan_file(path: Path, module: str | None = None) -> list[Entry]:
         doc = ast.get_docstring(node) or ""
         summary = doc.strip().splitlines()[0] if doc.strip() else ""
         where = module if module is not None else str(path)
-        entries.append(Entry(spec[0], spec[1], f"{where}:{node.name}", summary))
+        entries.append(Entry(spec[0], spec[1], f"{where}:{node.name}", summary, spec[2]))
     return entries
 
 
@@ -143,7 +150,13 @@ def entries() -> list[Entry]:
     for name, cls in _LOADED.items():
         if name not in out:
             doc = (cls.__doc__ or "").strip()
-            out[name] = Entry(name, cls.version, _target(cls), doc.splitlines()[0] if doc else "")
+            out[name] = Entry(
+                name,
+                cls.version,
+                _target(cls),
+                doc.splitlines()[0] if doc else "",
+                getattr(cls, "diagnose", None),
+            )
     return [out[k] for k in sorted(out)]
 
 

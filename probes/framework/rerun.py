@@ -3,8 +3,13 @@ whether the numbers match.
 
 The comparison walks both summaries and compares every number except timings and paths:
 "exact" (bitwise equal), "close" (max |difference| ≤ 1e-6: the same computation with another
-thread count or BLAS), or "differ". A changed model file (sha256), probe version or package
-version is noted, since any of them explains a difference.
+thread count or BLAS), or "differ". A changed model file (sha256), probe version, synth
+generator version or package version is noted, since any of them explains a difference; runs
+of another version are still compared, never refused.
+
+A run recorded on another machine names its model either as a shipped model (`default`: found
+in this installation) or by an absolute path; a path that does not exist here is mapped to the
+shipped model whose weights have the recorded sha256 (and noted), else the rerun is refused.
 """
 
 from __future__ import annotations
@@ -15,13 +20,8 @@ from typing import Any
 
 from probes.framework.results import load_run
 
-IGNORED = {
-    "run_dir",
-    "runs",
-    "elapsed_s",
-    "plots",
-    "started_utc",
-}  # "runs": diagnose's sub-run paths
+# timings and where things lie: "runs" are diagnose's sub-run paths, "path" a model's
+IGNORED = {"run_dir", "runs", "elapsed_s", "plots", "started_utc", "path"}
 TOLERANCE = 1e-6
 
 
@@ -64,12 +64,13 @@ def rerun(run_dir: Path, out: str | None = None, progress=None) -> dict:
         from probes.framework.diagnose import diagnose
 
         kwargs = dict(record.get("options") or {})
+        kwargs["model"] = _local_models(kwargs.get("model"), record)
         if out is not None:
             kwargs["out"] = out
         new = diagnose(progress=progress, argv=argv, **kwargs)
         passed = bool(new["passed"])
     elif isinstance(record.get("probe"), dict) and "options" in record:
-        from probes.framework.runner import rerun_options, run
+        from probes.framework.runner import run
 
         spec, kwargs = rerun_options(record)
         if out is not None:
@@ -92,9 +93,56 @@ def rerun(run_dir: Path, out: str | None = None, progress=None) -> dict:
         "max_abs_diff": 0.0 if not differences else (worst if math.isfinite(worst) else None),
         "tolerance": TOLERANCE,
         "differences": differences,
-        "notes": _notes(record, original, new),
+        "notes": _notes(record, original, new) + _mapped(record, kwargs),
         "passed": match != "differ" and passed,
     }
+
+
+def rerun_options(run_json: dict) -> tuple[str, dict[str, Any]]:
+    """(probe spec, keyword arguments of `run`) that repeat the run recorded in run.json."""
+    spec = run_json["probe"].get("spec") or run_json["probe"]["name"]
+    kwargs = dict(run_json["options"])
+    kwargs["model"] = _local_models(kwargs.get("model"), run_json)
+    kwargs.update(run_json["params"])
+    return spec, kwargs
+
+
+def _local_models(model: Any, record: dict) -> Any:
+    """The recorded model(s), each as something this installation can load: a path that exists
+    here or a shipped name stays; a missing path becomes the shipped model whose weights have
+    the recorded sha256; with none, ProbeInputError (one line)."""
+    from probes.framework.models import PACKAGE_MODELS, shipped_by_sha256
+    from probes.framework.probe import ProbeInputError
+
+    names = model if isinstance(model, list) else [model]
+    infos = record.get("group") or [record.get("model") or {}]
+    local = []
+    for i, name in enumerate(names):
+        if name is None or Path(str(name)).exists() or (PACKAGE_MODELS / str(name)).is_dir():
+            local.append(name)
+            continue
+        sha = (infos[i] if i < len(infos) and isinstance(infos[i], dict) else {}).get("sha256")
+        shipped = shipped_by_sha256(sha or "")
+        if shipped is None:
+            raise ProbeInputError(
+                f"the recorded model {name!r} does not exist here and no shipped model has its "
+                f"sha256 {str(sha)[:12]}…; put the checkpoint at that path or rerun the command "
+                "with --model"
+            )
+        local.append(shipped)
+    return local if isinstance(model, list) else local[0]
+
+
+def _mapped(record: dict, kwargs: dict) -> list[str]:
+    """A note for each recorded model path that was replaced by a shipped model."""
+    recorded = (record.get("options") or {}).get("model")
+    used = kwargs.get("model")
+    pairs = zip(recorded, used, strict=False) if isinstance(recorded, list) else [(recorded, used)]
+    return [
+        f"model {a!r} does not exist here: used the shipped model {b!r} (same sha256)"
+        for a, b in pairs
+        if a != b
+    ]
 
 
 def _notes(record: dict, original: dict, new: dict) -> list[str]:

@@ -58,6 +58,13 @@ def dumps(obj: Any, indent: int | None = 2) -> str:
     return json.dumps(jsonable(obj), sort_keys=True, allow_nan=False, indent=indent)
 
 
+def print_json(obj: Any, file=None) -> None:
+    """One JSON document on stdout (the `--json` output of every command)."""
+    import sys
+
+    (file or sys.stdout).write(dumps(obj) + "\n")
+
+
 def atomic_write(path: Path, data: bytes | str) -> None:
     path = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data

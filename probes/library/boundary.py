@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from probes import stats
+from probes.framework.declarations import STATS, Column, effect_row, signed
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, RunContext
 from probes.framework.registry import probe
@@ -56,7 +57,7 @@ KINDS = ("nomem-mem", "doc-mem")
 REGIONS = ("first", "rest", "first−rest")
 
 
-@probe("boundary", version=1)
+@probe("boundary", version=1, diagnose=10)
 class Boundary(Probe):
     """Loss by position in the segment with vs without memory, on local-only text."""
 
@@ -67,6 +68,11 @@ class Boundary(Probe):
 
     default_n = 16
     quick_n = 4
+    columns = (
+        Column("kind", "kind", "left", identifies=True),
+        Column("positions", "positions", identifies=True),
+        *STATS,
+    )
 
     def plan(self, ctx: RunContext) -> None:
         from synth.generate import make_local_example
@@ -290,6 +296,23 @@ class Boundary(Probe):
             return "boundary_gain.png"
 
         return draw
+
+    @classmethod
+    def diagnose_rows(cls, summary: dict) -> list[dict]:
+        m = summary["metrics"]
+        return [
+            effect_row(
+                "boundary repair",
+                cls.name,
+                "gain.first",
+                "nats/token",
+                "NLL without memory − with memory in the first positions of a segment, "
+                "local-only text",
+                m["gain"]["first"],
+                detail=f"first {m['first_k']} positions; rest of the segment "
+                f"{signed(m['gain']['rest']['mean'])}",
+            )
+        ]
 
 
 METRIC_DOCS = {

@@ -39,6 +39,7 @@ import numpy as np
 
 from probes import stats
 from probes.engine.sweep import CONTEXTS_HELP, check_contexts, parse_contexts
+from probes.framework.declarations import Column, effect_row
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.framework.registry import probe
@@ -67,7 +68,7 @@ def bootstrap_interval(means: np.ndarray, contexts: list[int], rng, reps: int = 
     return [int(np.percentile(draws, 2.5)), int(np.percentile(draws, 97.5))]
 
 
-@probe("context-sweep", version=1)
+@probe("context-sweep", version=1, diagnose=60)
 class ContextSweep(Probe):
     """Loss vs visible history c by truncation (answer and ordinary tokens), beside streaming."""
 
@@ -88,6 +89,18 @@ class ContextSweep(Probe):
 
     default_n = 16
     quick_n = 4
+    columns = (
+        Column("c", "c", identifies=True),
+        Column("n", "n"),
+        Column("answer NLL", "answer_nll", "f3"),
+        Column("answer CI", "answer_ci95", "ci"),
+        Column("ordinary NLL", "ordinary_nll", "f3"),
+        Column("ordinary CI", "ordinary_ci95", "ci"),
+        Column("stream answer", "stream_answer_nll", "f3"),
+        Column("stream ordinary", "stream_ordinary_nll", "f3"),
+        Column("answer acc", "answer_accuracy", "f2"),
+        Column("fact visible", "fact_visible", "f2"),
+    )
 
     def plan(self, ctx: RunContext) -> None:
         from probes.engine.sweep import make_texts, require_window
@@ -252,6 +265,31 @@ class ContextSweep(Probe):
             return "context_sweep.png"
 
         return draw
+
+    @classmethod
+    def diagnose_rows(cls, summary: dict) -> list[dict]:
+        e = summary["metrics"]["effective_context"]
+        top = summary["metrics"]["max_context"]
+
+        def at_least(x: dict) -> str:
+            return f"{'≥' if x['censored'] else ''}{x['c']}"
+
+        return [
+            effect_row(
+                "effective context (truncation)",
+                cls.name,
+                "effective_context.all.c",
+                "tokens",
+                "smallest truncated context within 1% of the perplexity at the largest c "
+                "(context-sweep)",
+                value=e["all"]["c"],
+                ci95=e["all"]["ci95"],
+                n=summary["n_pairs"],
+                detail=f"within 1% of the perplexity at c={top}; answer {at_least(e['answer'])}, "
+                f"ordinary {at_least(e['ordinary'])}",
+                censored=bool(e["all"]["censored"]),
+            )
+        ]
 
 
 METRIC_DOCS = {

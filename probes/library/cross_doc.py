@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from probes import stats
+from probes.framework.declarations import DISTANCE, REACH, STATS, Column, effect_row, signed
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.framework.registry import probe
@@ -78,7 +79,7 @@ def gap_bins(horizon, offset: int) -> list[tuple[int, int]]:
     return out
 
 
-@probe("cross-doc", version=1)
+@probe("cross-doc", version=1, diagnose=40)
 class CrossDoc(Probe):
     """Previous document with a conflicting fact: reset vs carry vs foreign cache on B."""
 
@@ -90,6 +91,14 @@ class CrossDoc(Probe):
 
     default_n = 24
     quick_n = 6
+    columns = (
+        DISTANCE,
+        Column("kind", "kind", "left", identifies=True),
+        Column("tokens", "tokens", identifies=True),
+        *STATS,
+        Column("acc", "accuracy", "f2"),
+        *REACH,
+    )
     runs_every_policy = True
 
     # ------------------------------------------------------------------ plan
@@ -455,6 +464,23 @@ class CrossDoc(Probe):
             return "cross_doc.png"
 
         return draw
+
+    @classmethod
+    def diagnose_rows(cls, summary: dict) -> list[dict]:
+        m = summary["metrics"]
+        return [
+            effect_row(
+                "stale state: previous document",
+                cls.name,
+                "carry_minus_reset.answer",
+                "nats/answer token",
+                "NLL of B's answer with the previous document carried in the cache − with reset",
+                m["carry_minus_reset"]["answer"],
+                detail=f"first tokens {signed(m['carry_minus_reset']['first']['mean'])}, pull "
+                f"toward A's value {signed(m['pull']['mean'])}, reset leakage max "
+                f"{m['reset_leakage']['max_abs']:.1g}",
+            )
+        ]
 
 
 METRIC_DOCS = {

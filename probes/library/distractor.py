@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from probes.engine.fact_pairs import LEAD_HELP, answer_job, base_example, check_lead, lead_range
 from probes.engine.paired import PairedProbe
+from probes.framework.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
 from probes.framework.params import param
 from probes.framework.probe import Outcome, ProbeInputError, RunContext
 from probes.framework.registry import probe
@@ -89,6 +90,15 @@ class Distractor(PairedProbe):
 
     default_n = 24
     quick_n = 6
+    columns = (
+        DISTANCE,
+        Column("kind", "kind", "left", identifies=True),
+        Column("k", "k", identifies=True),
+        *STATS,
+        *ACCURACY,
+        CONTRAST,
+        *REACH,
+    )
     plot_series = "kind"
     delta_higher_is_better = False
     delta_doc = "mean over answer tokens of NLL(variant: k distractors) − NLL(clean base), nats"

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from probes.engine.fact_pairs import FactParams, plan_by_distance
 from probes.engine.paired import PairedProbe
+from probes.framework.declarations import PAIRED
 from probes.framework.params import param
 from probes.framework.probe import RunContext
 from probes.framework.registry import probe
@@ -47,6 +48,7 @@ class FactDelete(PairedProbe):
 
     default_n = 24
     quick_n = 6
+    columns = PAIRED
     delta_doc = "mean over answer tokens of NLL(variant: fact deleted) − NLL(base), nats"
 
     def plan(self, ctx: RunContext) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from probes.engine.fact_pairs import DistanceParams, answer_job, base_example, distance_bins
 from probes.engine.paired import PairedProbe
+from probes.framework.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
 from probes.framework.params import param
 from probes.framework.probe import Outcome, RunContext
 from probes.framework.registry import probe
@@ -64,6 +65,14 @@ class FactInsert(PairedProbe):
 
     default_n = 16
     quick_n = 4
+    columns = (
+        DISTANCE,
+        Column("depth", "depth", identifies=True),
+        *STATS,
+        *ACCURACY,
+        CONTRAST,
+        *REACH,
+    )
     plot_series = "depth"
     delta_doc = "mean over answer tokens of NLL(base: no fact) − NLL(variant: fact inserted), nats"
 

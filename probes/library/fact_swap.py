@@ -31,11 +31,14 @@ from dataclasses import dataclass
 
 from probes.engine.fact_pairs import FactParams, plan_by_distance
 from probes.engine.paired import PairedProbe
+from probes.framework.declarations import PAIRED, effect_row, signed
 from probes.framework.probe import RunContext
 from probes.framework.registry import probe
 
+UNIT = "nats/answer token"
 
-@probe("fact-swap", version=1)
+
+@probe("fact-swap", version=1, diagnose=20)
 class FactSwap(PairedProbe):
     """Swap a distant fact's value; delta on the answer = retrieval, by distance."""
 
@@ -45,6 +48,7 @@ class FactSwap(PairedProbe):
 
     default_n = 24
     quick_n = 6
+    columns = PAIRED
     delta_doc = (
         "mean over answer tokens of NLL(variant: fact says B) − NLL(base: fact says A), nats"
     )
@@ -61,3 +65,39 @@ class FactSwap(PairedProbe):
 
     def effect_phrase(self, found: bool) -> str:
         return "the model reads the fact" if found else "no evidence the model reads the fact"
+
+    @classmethod
+    def diagnose_rows(cls, summary: dict) -> list[dict]:
+        h, reach = summary["metrics"]["by_horizon"], summary["metrics"]["by_reach"]
+
+        def accuracy(side: str) -> str:
+            a = h[side]["accuracy"]
+            return "no pairs" if a is None else f"accuracy {a:.2f}"
+
+        parts = [
+            f"{label} Δ={signed(reach[label]['delta_mean'])} (n={reach[label]['n']})"
+            for label in ("layered", "beyond")
+            if label in reach
+        ]
+        beyond = accuracy("beyond") + ("; " + ", ".join(parts) if parts else "")
+        return [
+            effect_row(
+                "retrieval within the horizon",
+                cls.name,
+                "pair delta, reach direct",
+                UNIT,
+                "fact-swap pair delta NLL(fact says B) − NLL(fact says A) on the answer, fact "
+                "inside the direct window",
+                h["within"],
+                detail=accuracy("within"),
+            ),
+            effect_row(
+                "retrieval beyond the horizon",
+                cls.name,
+                "pair delta, reach layered+beyond",
+                UNIT,
+                "the same for facts only in the layered reach or beyond it",
+                h["beyond"],
+                detail=beyond,
+            ),
+        ]

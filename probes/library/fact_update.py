@@ -32,6 +32,7 @@ import numpy as np
 from probes import stats
 from probes.engine.fact_pairs import LEAD_HELP, check_lead, lead_range
 from probes.engine.paired import Job, PairedProbe
+from probes.framework.declarations import PAIRED, Column, effect_row, signed
 from probes.framework.params import param
 from probes.framework.probe import ProbeInputError, RunContext
 from probes.framework.registry import probe
@@ -44,7 +45,7 @@ DISTANCE_HELP = (
 )
 
 
-@probe("fact-update", version=1)
+@probe("fact-update", version=1, diagnose=50)
 class FactUpdate(PairedProbe):
     """A fact updated to a new value: stale-state share and delta vs no stale statement."""
 
@@ -58,6 +59,11 @@ class FactUpdate(PairedProbe):
 
     default_n = 24
     quick_n = 6
+    columns = (
+        *PAIRED,
+        Column("stale share", "stale_share", "f2"),
+        Column("share w/o", "stale_share_without", "f2"),
+    )
     delta_higher_is_better = False
     delta_doc = (
         "mean over answer tokens of NLL(variant: stale A stated, then B) − NLL(base: only B), nats"
@@ -144,44 +150,42 @@ class FactUpdate(PairedProbe):
             else "no evidence the stale statement interferes"
         )
 
+    def record_fields(self, r: dict) -> dict:
+        """p(A) (the stale value) and its share against p(B), in the stale text and the base,
+        from the answer's NLL and contrast (teacher forcing, all answer tokens); none for a job
+        scored without the alternative."""
+        if "contrast_variant" not in r:
+            return {}
+        n = r["answer_len"]
+        out = {}
+        for text, key in (("variant", "stale"), ("base", "without")):
+            log_b = -r[f"nll_{text}"] * n
+            contrast = r[f"contrast_{text}"]  # log p(B) − log p(A)
+            out[f"mass_{key}"] = math.exp(log_b - contrast)
+            out[f"share_{key}"] = 1.0 / (1.0 + math.exp(min(contrast, 700.0)))
+        return out
+
+    def bin_fields(self, records: list[dict]) -> dict:
+        if not records or "share_stale" not in records[0]:
+            return {}
+        shift = _describe(records, "share_stale", minus="share_without")
+        return {
+            "stale_mass": _describe(records, "mass_stale")["mean"],
+            "stale_share": _describe(records, "share_stale")["mean"],
+            "stale_share_without": _describe(records, "share_without")["mean"],
+            "stale_share_shift": shift["mean"],
+            "stale_share_shift_ci95": shift["ci95"],
+        }
+
     def extra_metrics(self, ctx: RunContext, records: list[dict], bins: list[dict]) -> dict:
-        def shares(r):
-            n = r["answer_len"]
-            out = {}
-            for text, key in (("variant", "stale"), ("base", "without")):
-                log_b = -r[f"nll_{text}"] * n
-                contrast = r[f"contrast_{text}"]  # log p(B) − log p(A)
-                out[f"mass_{key}"] = math.exp(log_b - contrast)
-                out[f"share_{key}"] = 1.0 / (1.0 + math.exp(min(contrast, 700.0)))
-            return out
-
-        per = [shares(r) for r in records]
-        for r, sh in zip(records, per, strict=True):
-            r.update(sh)
-
-        def describe(sel, key):
-            return stats.describe(np.array([x[key] for x in sel]))
-
-        for g, b in enumerate(bins):
-            sel = [sh for r, sh in zip(records, per, strict=True) if r["group"] == g]
-            if not sel:
-                continue
-            b["stale_mass"] = describe(sel, "mass_stale")["mean"]
-            b["stale_share"] = describe(sel, "share_stale")["mean"]
-            b["stale_share_without"] = describe(sel, "share_without")["mean"]
-            shift = stats.describe(np.array([x["share_stale"] - x["share_without"] for x in sel]))
-            b["stale_share_shift"] = shift["mean"]
-            b["stale_share_shift_ci95"] = shift["ci95"]
-        if not per:
+        if not records or "share_stale" not in records[0]:
             return {}
         return {
-            "stale_mass": describe(per, "mass_stale"),
-            "stale_mass_without": describe(per, "mass_without"),
-            "stale_share": describe(per, "share_stale"),
-            "stale_share_without": describe(per, "share_without"),
-            "stale_share_shift": stats.describe(
-                np.array([x["share_stale"] - x["share_without"] for x in per])
-            ),
+            "stale_mass": _describe(records, "mass_stale"),
+            "stale_mass_without": _describe(records, "mass_without"),
+            "stale_share": _describe(records, "share_stale"),
+            "stale_share_without": _describe(records, "share_without"),
+            "stale_share_shift": _describe(records, "share_stale", minus="share_without"),
         }
 
     def metric_docs(self, has_alt: bool) -> dict[str, str]:
@@ -205,3 +209,29 @@ class FactUpdate(PairedProbe):
             }
         )
         return docs
+
+    @classmethod
+    def diagnose_rows(cls, summary: dict) -> list[dict]:
+        m = summary["metrics"]
+        shift = m.get("stale_share_shift", {})
+        share = signed(m.get("stale_share", {}).get("mean"), "{:.2f}")
+        return [
+            effect_row(
+                "stale state: outdated fact",
+                cls.name,
+                "delta_mean",
+                "nats/answer token",
+                "NLL of the updated answer with the stale statement − without",
+                value=m["delta_mean"],
+                ci95=m["delta_ci95"],
+                p_value=m["p_value"],
+                n=summary["n_pairs"],
+                detail=f"stale share {share} (shift {signed(shift.get('mean'))})",
+            )
+        ]
+
+
+def _describe(records: list[dict], key: str, minus: str | None = None) -> dict:
+    """describe() over pairs of a record field (or of its difference with another)."""
+    values = [r[key] - (r[minus] if minus else 0.0) for r in records]
+    return stats.describe(np.array(values))

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from probes.framework.declarations import Column, effect_row
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, ProbeNotApplicable, RunContext
 from probes.framework.registry import probe
@@ -96,7 +97,7 @@ def recl_values(
     return out
 
 
-@probe("recl", version=1)
+@probe("recl", version=1, diagnose=70)
 class RECL(Probe):
     """Relative effective context length of a model group (paper's Appendix C)."""
 
@@ -117,6 +118,13 @@ class RECL(Probe):
 
     default_n = 8
     quick_n = 4
+    columns = (
+        Column("model", "model", identifies=True),
+        Column("r", "r", "g", identifies=True),
+        Column("n", "n"),
+        Column("RECL", "recl", "lower-bound"),
+        Column("RECL 95% CI", "recl_ci95", "span"),
+    )
     model_group = True
 
     def plan(self, ctx: RunContext) -> None:
@@ -277,6 +285,32 @@ class RECL(Probe):
             return "recl_gain.png"
 
         return draw
+
+    @classmethod
+    def diagnose_rows(cls, summary: dict) -> list[dict]:
+        m = summary["metrics"]
+        model_id = summary["model"]["id"]
+        r0 = f"{min(m['rs']):g}"
+        v = m["recl"][model_id][r0]
+        others = ", ".join(
+            f"{mid} {'≥' if x[r0]['censored'] else ''}{x[r0]['recl']}"
+            for mid, x in m["recl"].items()
+            if mid != model_id
+        )
+        return [
+            effect_row(
+                f"RECL (r = {r0})",
+                cls.name,
+                f"recl.{model_id}.{r0}",
+                "tokens",
+                "relative effective context length over the model group (paper's Appendix C)",
+                value=v["recl"],
+                ci95=v["ci95"],
+                n=summary["n_pairs"],
+                detail=f"Δ={m['delta']}, start c={m['start']}; group: {others}",
+                censored=bool(v["censored"]),
+            )
+        ]
 
 
 METRIC_DOCS = {

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from probes.framework.declarations import Column
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.framework.registry import probe
@@ -76,6 +77,12 @@ class Speed(Probe):
 
     default_n = 1
     quick_n = 1
+    columns = (
+        Column("attn len", "attn_len", identifies=True),
+        Column("cached ms/tok", "cached_ms_per_token", "f4"),
+        Column("recompute ms/tok", "recompute_ms_per_token", "f4"),
+        Column("ratio", "ratio", "times"),
+    )
 
     def plan(self, ctx: RunContext) -> None:
         from probes.engine.sweep import require_window

@@ -30,6 +30,15 @@ import numpy as np
 
 from probes.engine.fact_pairs import distance_bins
 from probes.engine.paired import Job, PairedProbe
+from probes.framework.declarations import (
+    ACCURACY,
+    DISTANCE,
+    REACH,
+    STATS,
+    Column,
+    effect_row,
+    signed,
+)
 from probes.framework.params import param
 from probes.framework.probe import ProbeInputError, RunContext
 from probes.framework.registry import probe
@@ -42,7 +51,7 @@ DISTANCE_HELP = (
 TOKENS = ("ordinary", "answer")
 
 
-@probe("topic-shift", version=1)
+@probe("topic-shift", version=1, diagnose=30)
 class TopicShift(PairedProbe):
     """Distant filler of another topic, facts untouched: delta on ordinary tokens = adaptation."""
 
@@ -59,6 +68,7 @@ class TopicShift(PairedProbe):
 
     default_n = 24
     quick_n = 6
+    columns = (DISTANCE, Column("tokens", "tokens", identifies=True), *STATS, *ACCURACY, *REACH)
     plot_series = "tokens"
     delta_doc = (
         "mean over the scored tokens of NLL(variant: distant filler of another topic) − "
@@ -126,39 +136,23 @@ class TopicShift(PairedProbe):
             return head
         return f"{head}; answer tokens (facts untouched) Δ={a['mean']:+.3f}"
 
+    def primary(self, group: dict) -> bool:
+        return group["tokens"] == "ordinary"  # the headline delta: topic adaptation
+
     def extra_metrics(self, ctx: RunContext, records: list[dict], bins: list[dict]) -> dict:
         from probes import stats
 
         out = {}
         for t in TOKENS:
             ids = {g for g, b in enumerate(self.groups) if b["tokens"] == t}
-            sel = [r["delta"] for r in records if r["group"] in ids]
-            out[t] = stats.describe(np.array(sel))
+            sel = [r for r in records if r["group"] in ids]
+            out[t] = stats.describe(np.array([r["delta"] for r in sel]))
             out[t]["by_reach"] = {
-                label: stats.describe(
-                    np.array(
-                        [r["delta"] for r in records if r["group"] in ids and r["reach"] == label]
-                    )
-                )
+                label: stats.describe(np.array([r["delta"] for r in sel if r["reach"] == label]))
                 for label in ("direct", "layered", "beyond")
-                if any(r["group"] in ids and r["reach"] == label for r in records)
+                if any(r["reach"] == label for r in sel)
             }
-        main = out["ordinary"]
-        return {
-            "by_tokens": out,
-            "delta_mean": main["mean"],
-            "delta_ci95": main["ci95"],
-            "p_value": main["p_value"],
-            "by_reach": {
-                k: {
-                    "n": v["n"],
-                    "delta_mean": v["mean"],
-                    "ci95": v["ci95"],
-                    "p_value": v["p_value"],
-                }
-                for k, v in main["by_reach"].items()
-            },
-        }
+        return {"by_tokens": out}
 
     def metric_docs(self, has_alt: bool) -> dict[str, str]:
         docs = super().metric_docs(has_alt)
@@ -178,3 +172,19 @@ class TopicShift(PairedProbe):
             }
         )
         return docs
+
+    @classmethod
+    def diagnose_rows(cls, summary: dict) -> list[dict]:
+        tokens = summary["metrics"]["by_tokens"]
+        return [
+            effect_row(
+                "topic adaptation",
+                cls.name,
+                "by_tokens.ordinary",
+                "nats/token",
+                "NLL of ordinary tokens with the distant filler in another topic − in the "
+                "document's topic",
+                tokens["ordinary"],
+                detail=f"answer tokens {signed(tokens['answer']['mean'])}",
+            )
+        ]

@@ -54,81 +54,72 @@ def _window(b: dict) -> str:
     return f"{span(w)} / {span(r)}"
 
 
-def _contrast(b: dict) -> str:
-    c = b.get("contrast_shift")
-    return "—" if not c else _num(c.get("mean"), "{:+.2f}")
-
-
-# (header, present-if key, cell)
-COLUMNS: list[tuple[str, str, Callable[[dict], str]]] = [
-    ("distance", "distance_lo", _distance),
-    ("depth", "depth", lambda b: str(b.get("depth", "—"))),
-    ("kind", "kind", lambda b: str(b.get("kind", "—"))),
-    ("k", "k", lambda b: str(b.get("k", "—"))),
-    # identifying columns of the probes whose rows are not distance bins
-    ("tokens", "tokens", lambda b: str(b.get("tokens", "—"))),
-    ("positions", "positions", lambda b: str(b.get("positions", "—"))),
-    ("c", "c", lambda b: str(b.get("c", "—"))),
-    ("model", "model", lambda b: str(b.get("model", "—"))),
-    ("r", "r", lambda b: _num(b.get("r"), "{:g}")),
-    ("attn len", "attn_len", lambda b: str(b.get("attn_len", "—"))),
-    ("n", "n", lambda b: str(b.get("n", "—"))),
-    ("Δ mean", "delta_mean", lambda b: _num(b.get("delta_mean"))),
-    ("95% CI", "ci95", lambda b: _ci(b.get("ci95"))),
-    ("p (Holm)", "p_value", lambda b: _p(b.get("p_value"))),
-    ("sig", "significant", lambda b: "yes" if b.get("significant") else "no"),
-    ("mdd80", "mdd80", lambda b: _num(b.get("mdd80"), "{:.3f}")),
-    ("acc", "accuracy", lambda b: _num(b.get("accuracy"), "{:.2f}")),
-    ("acc var", "accuracy_variant", lambda b: _num(b.get("accuracy_variant"), "{:.2f}")),
-    ("contrast shift", "contrast_shift", _contrast),
-    ("reach", "reach", lambda b: str(b.get("reach") or "—")),
-    ("window / reach", "direct_window", _window),
-    # value columns of fact-update, context-sweep, recl and speed
-    ("stale share", "stale_share", lambda b: _num(b.get("stale_share"), "{:.2f}")),
-    ("share w/o", "stale_share_without", lambda b: _num(b.get("stale_share_without"), "{:.2f}")),
-    ("answer NLL", "answer_nll", lambda b: _num(b.get("answer_nll"), "{:.3f}")),
-    ("answer CI", "answer_ci95", lambda b: _ci(b.get("answer_ci95"))),
-    ("ordinary NLL", "ordinary_nll", lambda b: _num(b.get("ordinary_nll"), "{:.3f}")),
-    ("ordinary CI", "ordinary_ci95", lambda b: _ci(b.get("ordinary_ci95"))),
-    ("stream answer", "stream_answer_nll", lambda b: _num(b.get("stream_answer_nll"), "{:.3f}")),
-    (
-        "stream ordinary",
-        "stream_ordinary_nll",
-        lambda b: _num(b.get("stream_ordinary_nll"), "{:.3f}"),
-    ),
-    ("answer acc", "answer_accuracy", lambda b: _num(b.get("answer_accuracy"), "{:.2f}")),
-    ("fact visible", "fact_visible", lambda b: _num(b.get("fact_visible"), "{:.2f}")),
-    ("RECL", "recl", lambda b: ("≥" if b.get("censored") else "") + str(b.get("recl", "—"))),
-    ("RECL 95% CI", "recl_ci95", lambda b: _span(b.get("recl_ci95"))),
-    (
-        "cached ms/tok",
-        "cached_ms_per_token",
-        lambda b: _num(b.get("cached_ms_per_token"), "{:.4f}"),
-    ),
-    (
-        "recompute ms/tok",
-        "recompute_ms_per_token",
-        lambda b: _num(b.get("recompute_ms_per_token"), "{:.4f}"),
-    ),
-    ("ratio", "ratio", lambda b: _num(b.get("ratio"), "{:.1f}×")),
-]
+def _mean(x: Any) -> str:
+    return "—" if not x else _num(x.get("mean"), "{:+.2f}")
 
 
 def _span(v) -> str:
     return "—" if not v else f"[{v[0]}, {v[1]}]"
 
 
+def _text(x: Any) -> str:
+    return "—" if x is None or x == "" else str(x)
+
+
+# How a declared column writes its value (probes.framework.declarations.Column.format); the
+# whole bin is passed for the formats that combine fields.
+FORMATS: dict[str, Callable[[dict, str], str]] = {
+    "text": lambda b, k: _text(b.get(k)),
+    "left": lambda b, k: _text(b.get(k)),
+    "range": lambda b, k: _distance(b),
+    "delta": lambda b, k: _num(b.get(k)),
+    "ci": lambda b, k: _ci(b.get(k)),
+    "p": lambda b, k: _p(b.get(k)),
+    "yes/no": lambda b, k: "yes" if b.get(k) else "no",
+    "f2": lambda b, k: _num(b.get(k), "{:.2f}"),
+    "f3": lambda b, k: _num(b.get(k), "{:.3f}"),
+    "f4": lambda b, k: _num(b.get(k), "{:.4f}"),
+    "g": lambda b, k: _num(b.get(k), "{:g}"),
+    "times": lambda b, k: _num(b.get(k), "{:.1f}×"),
+    "mean": lambda b, k: _mean(b.get(k)),
+    "window": lambda b, k: _window(b),
+    "span": lambda b, k: _span(b.get(k)),
+    "lower-bound": lambda b, k: ("≥" if b.get("censored") else "") + _text(b.get(k)),
+}
+
+
+def declared_columns(summary: dict) -> list:
+    """The columns the run's probe declares (`columns`), or, for a probe this installation
+    cannot load, one text column per bin field."""
+    from probes.framework import registry
+    from probes.framework.declarations import Column
+
+    try:
+        return list(registry.get(summary["probe"]).columns)
+    except (registry.RegistryError, KeyError, AttributeError):
+        keys = dict.fromkeys(k for b in summary.get("bins") or [] for k in b)
+        return [
+            Column(k, k)
+            for k in keys
+            if not isinstance(next((b[k] for b in summary["bins"] if k in b), None), dict | list)
+        ]
+
+
+def _cell(col, b: dict) -> str:
+    return FORMATS[col.format](b, col.key)
+
+
 def bins_table(summary: dict, title: str | None = None):
     from rich.table import Table
 
     bins = summary.get("bins") or []
-    cols = [c for c in COLUMNS if any(c[1] in b for b in bins)]
+    cols = [c for c in declared_columns(summary) if any(c.key in b for b in bins)]
     table = Table(title=title, title_justify="left", show_lines=False)
-    for header, _, _ in cols:
-        table.add_column(header, justify="right" if header not in ("reach", "kind") else "left")
+    for c in cols:
+        table.add_column(c.header, justify="left" if c.format == "left" else "right")
     for b in bins:
         style = "bold" if b.get("significant") else None
-        table.add_row(*[cell(b) for _, _, cell in cols], style=style)
+        table.add_row(*[_cell(c, b) for c in cols], style=style)
     return table
 
 
@@ -166,16 +157,23 @@ def print_summary(summary: dict, out=None) -> None:
         c.print(f"run directory: {summary['run_dir']}")
 
 
+def _ident_key(b: dict, cols: list) -> tuple:
+    """The identifying values of a bin (a distance column stands for its lo and hi)."""
+    out: list = []
+    for c in cols:
+        if c.format == "range":
+            out += [b.get("distance_lo"), b.get("distance_hi")]
+        else:
+            out.append(b.get(c.key))
+    return tuple(out)
+
+
 def _sort_key(key: tuple) -> tuple:
-    """Bins of several runs in one order: by distance, then depth, kind, k (None last)."""
+    """Bins of several runs in one order: by their identifying values (None last)."""
     return tuple(
         (x is None, x if isinstance(x, str) else "", x if isinstance(x, int | float) else 0)
         for x in key
     )
-
-
-def _bin_key(b: dict) -> tuple:
-    return tuple(b.get(k) for k in ("distance_lo", "distance_hi", "depth", "kind", "k"))
 
 
 def print_side_by_side(summaries: Sequence[dict], names: Sequence[str], out=None) -> None:
@@ -212,27 +210,31 @@ def print_side_by_side(summaries: Sequence[dict], names: Sequence[str], out=None
             s.get("verdict", ""),
         )
     c.print(runs)
+    lead: list = []  # the identifying columns of every run's probe, each once
+    for summ in summaries:
+        for col in declared_columns(summ):
+            present = any(col.key in b for b in summ.get("bins", []))
+            if col.identifies and present and col.key not in [x.key for x in lead]:
+                lead.append(col)
     keys: list[tuple] = []
-    for s in summaries:
-        for b in s.get("bins", []):
-            if _bin_key(b) not in keys:
-                keys.append(_bin_key(b))
+    for summ in summaries:
+        for b in summ.get("bins", []):
+            if _ident_key(b, lead) not in keys:
+                keys.append(_ident_key(b, lead))
     table = Table(
         title="bins side by side (Δ mean [95% CI] · reach · * significant)", title_justify="left"
     )
-    lead = [
-        c_ for c_ in COLUMNS[:4] if any(c_[1] in b for s in summaries for b in s.get("bins", []))
-    ]
-    for header, _, _ in lead:
-        table.add_column(header, justify="right")
+    for col in lead:
+        table.add_column(col.header, justify="right")
     for i in range(len(summaries)):
         table.add_column(f"#{i + 1}", justify="right")
     for key in sorted(keys, key=_sort_key):
         row_bins = [
-            next((b for b in s.get("bins", []) if _bin_key(b) == key), None) for s in summaries
+            next((b for b in summ.get("bins", []) if _ident_key(b, lead) == key), None)
+            for summ in summaries
         ]
         any_b = next(b for b in row_bins if b is not None)
-        cells = [cell(any_b) for _, _, cell in lead]
+        cells = [_cell(col, any_b) for col in lead]
         for b in row_bins:
             if b is None:
                 cells.append("—")

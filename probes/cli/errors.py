@@ -1,0 +1,36 @@
+"""What every `probe` command answers when something is wrong: the exit-code table and the one
+error class for bad input. click only: imported by `probe --help`.
+
+    0    ok
+    1    a run failed its own check (or a rerun / retrain did not reproduce)
+    2    usage or bad input: one line on stderr saying what was wrong, the value given and what
+         would be right; nothing written
+    3    internal error (one line; PROBES_DEBUG=1 prints the traceback)
+    130  interrupted (SIGINT)
+    143  terminated (SIGTERM)
+"""
+
+from __future__ import annotations
+
+import click
+
+EXIT_OK = 0
+EXIT_CHECK = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPT = 130
+EXIT_TERMINATED = 143
+
+
+def one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+class BadInput(click.ClickException):
+    """Bad input found at the boundary (a model that does not fit, an unwritable --out, a bad
+    file): `error: <message>` on one line, exit 2."""
+
+    exit_code = EXIT_USAGE
+
+    def format_message(self) -> str:
+        return one_line(self.message)

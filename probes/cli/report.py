@@ -1,0 +1,79 @@
+"""`probe report RUN_DIR...` (finished runs, one table or side by side) and `probe rerun RUN_DIR`
+(repeat a run from its run.json and compare the numbers)."""
+
+from __future__ import annotations
+
+import click
+
+from probes.cli.errors import EXIT_CHECK, BadInput
+
+
+@click.command("report")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
+    """Show finished runs side by side: one run's table, or several (say --mem 128 and 640)."""
+    from probes.framework.results import RunDirError, load_run
+
+    summaries = []
+    for d in run_dirs:
+        try:
+            run_json, summary = load_run(d)
+        except RunDirError as e:
+            raise BadInput(str(e)) from None
+        if summary is None:
+            raise BadInput(
+                f"{d!r} has no summary.json (status {run_json.get('status')!r}); "
+                "give a finished run"
+            )
+        summaries.append(summary)
+    if as_json:
+        from probes.framework.results import print_json
+
+        print_json({"runs": summaries})
+        return
+    from probes.report.tables import print_side_by_side, print_summary
+
+    diagnosed = [s for s in summaries if s.get("command") == "diagnose"]
+    if diagnosed:  # `probe diagnose` run directories: their table, one after the other
+        from probes.report.diagnose import print_table
+
+        if len(diagnosed) != len(summaries):
+            raise BadInput("give either probe runs or diagnose runs to compare, not both")
+        for s in diagnosed:
+            print_table(s)
+        return
+    if len(summaries) == 1:
+        print_summary(summaries[0])
+    else:
+        print_side_by_side(summaries, list(run_dirs))
+
+
+@click.command("rerun")
+@click.argument("run_dir", type=click.Path())
+@click.option(
+    "--out", default=None, metavar="DIR", help="Where the new run goes. [default: as recorded]"
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option("--quiet", is_flag=True, help="No progress or logs on stderr.")
+def rerun_command(run_dir: str, out: str | None, as_json: bool, quiet: bool) -> None:
+    """Repeat a run from its run.json and say whether the numbers match (exit 1 if not)."""
+    from probes.framework.probe import ProbeInputError
+    from probes.framework.progress import Progress
+    from probes.framework.rerun import rerun
+    from probes.framework.results import RunDirError
+
+    try:
+        result = rerun(run_dir, out=out, progress=Progress.auto(quiet or as_json))
+    except (ProbeInputError, RunDirError) as e:
+        raise BadInput(str(e)) from None
+    if as_json:
+        from probes.framework.results import print_json
+
+        print_json(result)
+    else:
+        from probes.report.tables import print_rerun
+
+        print_rerun(result)
+    if not result["passed"]:
+        click.get_current_context().exit(EXIT_CHECK)

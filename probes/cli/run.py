@@ -1,0 +1,130 @@
+"""`probe list` and `probe run PROBE`: the registered probes, and one run of one of them. The
+options of `probe run PROBE` are the shared run options (`RunOptions`), the output options and
+the probe's own `Params`, each declared once where it belongs."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from probes.cli.errors import EXIT_CHECK, BadInput
+from probes.framework import registry
+from probes.framework.options import OUTPUT_NAMES, RunOptions, output_options
+
+HELP = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def list_command(as_json: bool) -> None:
+    """List the registered probes (without importing them)."""
+    try:
+        entries = registry.entries()
+    except registry.RegistryError as e:
+        raise BadInput(str(e)) from None
+    if as_json:
+        import json
+
+        doc = {
+            "probes": [
+                {"name": e.name, "version": e.version, "summary": e.summary, "target": e.target}
+                for e in entries
+            ]
+        }
+        click.echo(json.dumps(doc, sort_keys=True, indent=2))
+        return
+    width = max((len(e.name) for e in entries), default=4)
+    for e in entries:
+        click.echo(f"{e.name:<{width}}  v{e.version}  {e.summary}")
+
+
+def probe_command(spec: str) -> click.Command:
+    """The `probe run SPEC` command: the probe's own options, then the shared ones."""
+    from probes.framework import params as params_mod
+
+    shared = (*RunOptions.fields(), *OUTPUT_NAMES)
+    try:
+        cls = registry.get(spec)
+        own = params_mod.click_options(cls.Params, taken=shared)
+    except (registry.RegistryError, params_mod.ParamError) as e:
+        raise click.UsageError(str(e)) from None
+    group = getattr(cls, "model_group", False)  # --model repeated: the model group
+    common = RunOptions.click_options(multiple=("model",) if group else ())
+
+    def callback(as_json: bool, quiet: bool, **values):
+        if isinstance(values.get("model"), tuple):
+            values["model"] = list(values["model"]) or None
+        given = {k: v for k, v in values.items() if v is not None or k in RunOptions.fields()}
+        _run(spec, given, as_json=as_json, quiet=quiet)
+
+    doc = (cls.__doc__ or "").strip()
+    head = doc.splitlines()[0] if doc else cls.name
+    module_doc = _keep_blocks((sys.modules[cls.__module__].__doc__ or "").strip())
+    help_text = (
+        f"{head}\n\n{module_doc}\n\nPairs per group: {cls.default_n} (--quick: {cls.quick_n})."
+    )
+    return click.Command(
+        spec,
+        params=[*own, *common, *output_options()],
+        callback=callback,
+        help=help_text,
+        short_help=head,
+        context_settings=HELP,
+    )
+
+
+def _keep_blocks(text: str) -> str:
+    """Mark indented paragraphs (formulas, tables) so click does not rewrap them."""
+    paras = text.split("\n\n")
+    return "\n\n".join("\b\n" + p if p.startswith("    ") else p for p in paras)
+
+
+def _run(spec: str, values: dict, *, as_json: bool, quiet: bool) -> None:
+    from probes.framework.probe import ProbeInputError
+    from probes.framework.progress import Progress
+    from probes.framework.results import print_json
+    from probes.framework.runner import run
+
+    try:
+        summary = run(spec, progress=Progress.auto(quiet or as_json), argv=list(sys.argv), **values)
+    except ProbeInputError as e:
+        raise BadInput(str(e)) from None
+    if as_json:
+        print_json(summary.to_dict())
+    else:
+        from probes.report.tables import print_summary
+
+        print_summary(summary.to_dict())
+    if not summary.passed:
+        click.get_current_context().exit(EXIT_CHECK)
+
+
+class RunGroup(click.Group):
+    """`probe run PROBE …`: one lazily built subcommand per registered probe."""
+
+    def list_commands(self, ctx):
+        try:
+            return registry.names()
+        except registry.RegistryError:
+            return []
+
+    def get_command(self, ctx, name):
+        return probe_command(name)
+
+    def resolve_command(self, ctx, args):
+        name = args[0]
+        if not registry.is_file_spec(name) and name not in registry.names():
+            raise click.UsageError(registry.unknown_message(name), ctx)
+        return name, self.get_command(ctx, name), args[1:]
+
+    def format_commands(self, ctx, formatter):
+        rows = [(e.name, e.summary) for e in registry.entries()]
+        rows.append(("path/to/file.py:Class", "a probe defined outside the package"))
+        with formatter.section("Probes"):
+            formatter.write_dl(rows)
+
+
+@click.group("run", cls=RunGroup, context_settings=HELP)
+def run_group() -> None:
+    """Run a probe on a model; `probe run PROBE --help` lists its options."""

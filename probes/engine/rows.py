@@ -1,0 +1,87 @@
+"""Rows to score and the batching loop every probe shares.
+
+`Rows` collects the texts of one scoring call: each row's tokens, doc ids, the positions to
+score, and optionally the row it forks from (`parent`) and how many leading tokens the two share
+(`shared`), so a model with `score_shared` computes a common prefix once. `arrays()` pads them
+into one (R, N) batch (padding: the pad token, doc id −1, nothing scored).
+
+`score_batches` is the loop: items (pairs, texts) in a given order, as many per scoring call as
+the model's `max_rows` allows for the rows each item needs, one sample line per item appended as
+the run goes, and the progress bar advanced per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from probes.protocol import max_rows
+
+
+@dataclass
+class Rows:
+    tokens: list[np.ndarray] = field(default_factory=list)
+    doc_ids: list[np.ndarray] = field(default_factory=list)
+    positions: list[np.ndarray] = field(default_factory=list)
+    parent: list[int] = field(default_factory=list)
+    shared: list[int] = field(default_factory=list)
+
+    def mark(self, row: int, scored) -> None:
+        self.positions[row][np.asarray(scored, dtype=np.int64)] = True
+
+    def add(self, tokens, doc_ids, scored, parent=-1, shared=0) -> int:
+        pos = np.zeros(len(tokens), dtype=bool)
+        pos[np.asarray(scored, dtype=np.int64)] = True
+        self.tokens.append(np.asarray(tokens, dtype=np.int64))
+        self.doc_ids.append(np.asarray(doc_ids, dtype=np.int64))
+        self.positions.append(pos)
+        self.parent.append(parent)
+        self.shared.append(shared)
+        return len(self.tokens) - 1
+
+    def arrays(self, pad_id: int):
+        n = max(len(t) for t in self.tokens)
+        R = len(self.tokens)
+        tokens = np.full((R, n), pad_id, dtype=np.int64)
+        docs = np.full((R, n), -1, dtype=np.int64)
+        pos = np.zeros((R, n), dtype=bool)
+        for r, (t, d, p) in enumerate(zip(self.tokens, self.doc_ids, self.positions, strict=True)):
+            tokens[r, : len(t)] = t
+            docs[r, : len(d)] = d
+            pos[r, : len(p)] = p
+        return tokens, docs, pos, np.array(self.parent), np.array(self.shared)
+
+
+def first_difference(a_tok, a_doc, b_tok, b_doc) -> int:
+    """The first position where two texts differ in a token or a doc id (the shorter length
+    when one is a prefix of the other)."""
+    n = min(len(a_tok), len(b_tok))
+    diff = np.flatnonzero((a_tok[:n] != b_tok[:n]) | (a_doc[:n] != b_doc[:n]))
+    return int(diff[0]) if diff.size else n
+
+
+ScoreChunk = Callable[[Sequence[int]], Iterable[tuple[dict[str, Any], Any]]]
+
+
+def score_batches(
+    ctx, order: Sequence[int], rows_per_item: int, description: str, score_chunk: ScoreChunk
+) -> tuple[list[dict], list[Any]]:
+    """Score items in `order`, as many per call as fit (`rows_per_item` rows each):
+    `score_chunk(items)` scores them and yields (record, extra) per item, in the items' order.
+    Returns records and extras indexed by item; each record is appended to samples.jsonl as
+    soon as its chunk is scored."""
+    per_call = max(1, max_rows(ctx.model, ctx.geometry) // rows_per_item)
+    n = max(order, default=-1) + 1
+    records: list[dict] = [{}] * n
+    extras: list[Any] = [None] * n
+    with ctx.steps(len(order), description) as advance:
+        for start in range(0, len(order), per_call):
+            items = order[start : start + per_call]
+            for i, (record, extra) in zip(items, score_chunk(items), strict=True):
+                records[i], extras[i] = record, extra
+                ctx.sample(record)
+            advance(len(items))
+    return records, extras

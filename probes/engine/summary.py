@@ -1,0 +1,195 @@
+"""Summaries of paired records: bins, run metrics, by-reach figures, the run's own checks and the
+per-token arrays (what `PairedProbe.summarize` puts together; statistics from `probes.stats`)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from probes import stats
+from probes.reach import REACH_LABELS, label_bin
+
+NO_REACH = {
+    "reach": None,
+    "within_horizon": None,
+    "reach_fraction": None,
+    "direct_window": None,
+    "layered_reach": None,
+}
+
+
+def _flags(records: list[dict], key: str) -> np.ndarray:
+    return np.array([r[key] for r in records], dtype=bool)
+
+
+def contrast(records: list[dict]) -> dict[str, Any]:
+    """The answer contrast of a set of pairs: in the base, in the variant, their shift."""
+    cb = np.array([r["contrast_base"] for r in records])
+    cv = np.array([r["contrast_variant"] for r in records])
+    return {
+        "contrast_base": stats.describe(cb),
+        "contrast_variant": stats.describe(cv),
+        "contrast_shift": stats.describe(cb - cv),
+        "accuracy_variant_alt": stats.accuracy(_flags(records, "correct_variant_alt"))["accuracy"],
+    }
+
+
+def paired_bins(groups: list[dict], records: list[dict], toks: list[dict]) -> list[dict]:
+    """One bin per group: its fields, the delta statistics (Holm across the groups), where its
+    answer tokens fall (direct / layered / beyond), accuracies and the contrast."""
+    by_group: dict[int, list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        by_group[r["group"]].append(i)
+    deltas = [np.array([records[i]["delta"] for i in by_group[g]]) for g in range(len(groups))]
+    group_stats = stats.grouped(deltas)
+    has_alt = any("contrast_base" in r for r in records)
+    bins = []
+    for g in range(len(groups)):
+        ids = by_group[g]
+        recs = [records[i] for i in ids]
+        b = {**groups[g], **group_stats[g]}
+        b["distance_mean"] = float(np.mean([r["distance"] for r in recs])) if ids else None
+        lab = label_bin(
+            [d for i in ids for d in toks[i]["distance"]],
+            [d for i in ids for d in toks[i]["direct"]],
+            [d for i in ids for d in toks[i]["reach"]],
+        )
+        b.update(lab or NO_REACH)
+        b.update(stats.accuracy(_flags(recs, "correct_base")))
+        b["accuracy_variant"] = stats.accuracy(_flags(recs, "correct_variant"))["accuracy"]
+        if has_alt:
+            b.update(contrast(recs))
+        bins.append(b)
+    return bins
+
+
+def paired_metrics(records: list[dict], primary: list[dict], has_alt: bool) -> dict[str, Any]:
+    """Run metrics: the headline delta and its by-reach split over the `primary` pairs,
+    accuracies and the contrast over all pairs."""
+    d = stats.describe(np.array([r["delta"] for r in primary]))
+    acc = stats.accuracy(_flags(records, "correct_base"))
+    m: dict[str, Any] = {
+        "delta_mean": d["mean"],
+        "delta_ci95": d["ci95"],
+        "p_value": d["p_value"],
+        "accuracy": acc["accuracy"],
+        "accuracy_ci95": acc["accuracy_ci95"],
+        "accuracy_variant": stats.accuracy(_flags(records, "correct_variant"))["accuracy"],
+    }
+    if has_alt:
+        m.update(contrast(records))
+    m["by_reach"] = by_reach(primary)
+    m["by_horizon"] = by_horizon(primary)
+    return m
+
+
+def by_horizon(records: list[dict]) -> dict[str, dict]:
+    """Delta (describe()) and accuracy of the pairs whose fact is inside the direct window of
+    the first answer token (`within`) and of the rest, layered or beyond (`beyond`)."""
+    out = {}
+    for side, sel in (
+        ("within", [r for r in records if r["reach"] == "direct"]),
+        ("beyond", [r for r in records if r["reach"] != "direct"]),
+    ):
+        d = stats.describe(np.array([r["delta"] for r in sel]))
+        d["accuracy"] = stats.accuracy(_flags(sel, "correct_base"))["accuracy"]
+        out[side] = d
+    return out
+
+
+def by_reach(records: list[dict]) -> dict[str, dict]:
+    """Delta and accuracy of the pairs whose first answer token is direct / layered / beyond."""
+    out = {}
+    for label in REACH_LABELS:
+        sel = [r for r in records if r["reach"] == label]
+        if not sel:
+            continue
+        d = stats.describe(np.array([r["delta"] for r in sel]))
+        out[label] = {
+            "n": d["n"],
+            "delta_mean": d["mean"],
+            "ci95": d["ci95"],
+            "p_value": d["p_value"],
+            "accuracy": stats.accuracy(_flags(sel, "correct_base"))["accuracy"],
+        }
+    return out
+
+
+def paired_checks(records: list[dict], tol: float) -> dict[str, dict]:
+    """identical_prefix and beyond_reach_zero (see probes.engine.paired)."""
+    prefix = max((r["prefix_max_abs"] for r in records), default=0.0)
+    n_beyond = sum(r["beyond_tokens"] for r in records)
+    beyond = max((r["beyond_max_abs"] for r in records), default=0.0)
+    exact = [r["beyond_exact"] for r in records if r["beyond_tokens"]]
+    return {
+        "identical_prefix": {
+            "passed": bool(prefix <= tol),
+            "max_abs_delta": prefix,
+            "tolerance": tol,
+            "doc": "tokens before the first difference score the same in base and variant",
+        },
+        "beyond_reach_zero": {
+            "passed": bool(beyond <= tol),
+            "n_tokens": n_beyond,
+            "max_abs_delta": beyond,
+            "exact_zero_pairs": sum(exact),
+            "pairs": len(exact),
+            "tolerance": tol,
+            "doc": "answer tokens whose layered reach excludes the edit have delta 0",
+        },
+    }
+
+
+def token_arrays(records: list[dict], toks: list[dict]) -> dict[str, np.ndarray]:
+    """tokens.npz: every scored token of every pair, flat, with its pair and group."""
+    keys = ["position_base", "position_variant", "distance", "nll_base", "nll_variant"]
+    keys += ["direct", "reach"]
+    if any("nll_base_alt" in t for t in toks):
+        keys += ["nll_base_alt", "nll_variant_alt"]
+    out: dict[str, np.ndarray] = {}
+    counts = np.array([len(t["position_base"]) for t in toks], dtype=np.int64)
+    out["pair"] = np.repeat(np.arange(len(toks), dtype=np.int64), counts)
+    out["group"] = np.repeat(np.array([r["group"] for r in records], dtype=np.int64), counts)
+    for k in keys:
+        parts = [
+            np.asarray(t.get(k, np.full(c, np.nan))) for t, c in zip(toks, counts, strict=True)
+        ]
+        out[k] = np.concatenate(parts) if parts else np.zeros(0)
+    out["reach_label"] = np.concatenate(
+        [[REACH_LABELS.index(x) for x in t["labels"]] for t in toks]
+    ).astype(np.int8)
+    return out
+
+
+def paired_metric_docs(delta_doc: str, has_alt: bool) -> dict[str, str]:
+    docs = {
+        "delta_mean": f"mean over pairs of the pair delta ({delta_doc})",
+        "delta_ci95": "95% Student-t interval of delta_mean",
+        "p_value": "two-sided Wilcoxon signed-rank p over all pairs (bins: Holm-adjusted)",
+        "accuracy": "fraction of pairs whose every answer token is the argmax in the base",
+        "accuracy_ci95": "Wilson 95% interval of accuracy",
+        "accuracy_variant": "the same in the variant (the base's answer tokens)",
+        "by_reach": "delta and accuracy of the pairs whose first answer token is direct / "
+        "layered / beyond",
+        "by_horizon": "{within, beyond}: describe() of the pair deltas and the accuracy of the "
+        "pairs whose fact is in the first answer token's direct window, and of the rest",
+        "n_significant_bins": "bins called significant by the verdict rule: " + stats.VERDICT_RULE,
+        "bins[].mdd80": "minimum detectable mean delta of the bin (80% power, Holm worst case)",
+        "bins[].reach": "direct | layered | beyond: where most of the bin's answer tokens see "
+        "the fact (probes.reach)",
+    }
+    if has_alt:
+        docs.update(
+            {
+                "contrast_base": "log p(A) − log p(B) at the answer in the base (fact says A)",
+                "contrast_variant": "log p(A) − log p(B) at the answer in the variant "
+                "(fact says B)",
+                "contrast_shift": "contrast_base − contrast_variant per pair: value priors "
+                "cancel; > 0 ⇔ the model reads the value",
+                "accuracy_variant_alt": "fraction of pairs whose every token of B is the "
+                "argmax in the variant (the model retrieves the swapped value)",
+            }
+        )
+    return docs

@@ -1,0 +1,173 @@
+"""Which models a run scores, and in which language: `--model` resolved to checkpoint
+directories (a path, or a shipped model's name) or LossModel objects, the model group of a
+group probe, each checkpoint loaded once (`ModelCache`), and the language check. Bad input raises
+ProbeInputError (one line) before anything is written."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+from probes.framework.probe import ProbeInputError
+
+PACKAGE_MODELS = Path(__file__).resolve().parent.parent / "models"
+DEFAULT_MODEL = "default"
+
+
+def resolve_model_path(model: str | os.PathLike | None) -> Path:
+    """A checkpoint directory from --model: a path, or the name of a shipped model."""
+    if model is None:
+        model = DEFAULT_MODEL
+    p = Path(model).expanduser()
+    if p.exists():
+        return p
+    shipped = PACKAGE_MODELS / str(model)
+    if str(model) and "/" not in str(model) and shipped.exists():
+        return shipped
+    names = (
+        sorted(x.name for x in PACKAGE_MODELS.iterdir() if x.is_dir())
+        if PACKAGE_MODELS.is_dir()
+        else []
+    )
+    known = f"shipped models: {', '.join(names)}" if names else "no model is shipped yet"
+    raise ProbeInputError(
+        f"--model {str(model)!r} does not exist; give a checkpoint directory ({known})"
+    )
+
+
+def shipped_name(path: Path) -> str | None:
+    """The name of a shipped model (`default`) when `path` is one, else None."""
+    p = Path(path).resolve()
+    return p.name if p.parent == PACKAGE_MODELS.resolve() and p.is_dir() else None
+
+
+def shipped_by_sha256(sha256: str) -> str | None:
+    """The shipped model whose weights have this sha256 (how `probe rerun` finds the model of
+    a run recorded on another machine), or None."""
+    from probes.framework.provenance import file_sha256
+
+    if not sha256 or not PACKAGE_MODELS.is_dir():
+        return None
+    for d in sorted(PACKAGE_MODELS.iterdir()):
+        weights = d / "model.safetensors"
+        if weights.is_file() and file_sha256(weights) == sha256:
+            return d.name
+    return None
+
+
+def model_name(source: Any) -> str:
+    """How run.json names a model: a shipped model by its name (portable), a checkpoint by its
+    absolute path, a LossModel object by its own `info.path`."""
+    if not isinstance(source, Path):
+        return source.info.path
+    return shipped_name(source) or str(source.resolve())
+
+
+def sibling_path(path: Path) -> Path | None:
+    """The no-recurrence sibling of a checkpoint: the directory `<name>-mem0` beside it (the
+    shipped `default` has `default-mem0`), or None when there is none."""
+    candidate = Path(path).parent / f"{Path(path).name}-mem0"
+    return candidate if candidate.is_dir() else None
+
+
+def is_loss_model(model: Any) -> bool:
+    """A LossModel object given directly (the Python API), not a checkpoint path or name."""
+    return not isinstance(model, str | os.PathLike) and hasattr(model, "score")
+
+
+def model_sources(cls: type, model: Any) -> list[Any]:
+    """The models of a run: checkpoint directories (Path) or LossModel objects. A probe compares
+    a group (`model_group = True`) of the models given (`--model` repeated), or, when one or none
+    is given, of that model (default: the shipped one) and its no-recurrence sibling when it
+    exists; every other probe takes one."""
+    if isinstance(model, list | tuple):
+        given = [m for m in model if m is not None]
+    else:
+        given = [] if model is None else [model]
+    if not getattr(cls, "model_group", False) and len(given) > 1:
+        raise ProbeInputError(f"probe {cls.name} takes one --model, got {len(given)}; give it once")
+    sources = [m if is_loss_model(m) else resolve_model_path(m) for m in given] or [
+        resolve_model_path(None)
+    ]
+    if not getattr(cls, "model_group", False):
+        return sources
+    if len(sources) == 1 and isinstance(sources[0], Path):
+        sibling = sibling_path(sources[0])
+        if sibling is not None:
+            sources.append(sibling)
+    keys = [s.resolve() if isinstance(s, Path) else id(s) for s in sources]
+    if len(set(keys)) != len(keys):
+        raise ProbeInputError(
+            f"probe {cls.name}: the model group names one checkpoint twice; give each once"
+        )
+    return sources
+
+
+def load_language(language: str | os.PathLike | None):
+    """The synth language the probe writes its text in (default: Language.default())."""
+    import json
+
+    from synth.language import Language
+
+    if language is None:
+        return Language.default()
+    p = Path(language)
+    if p.is_dir():
+        p = p / "tokenizer.json"
+    if not p.is_file():
+        raise ProbeInputError(
+            f"--language {str(language)!r} does not exist; give a language JSON or a checkpoint"
+        )
+    try:
+        return Language.from_json(json.loads(p.read_text(encoding="utf-8")))
+    except (ValueError, OSError) as e:
+        raise ProbeInputError(f"--language {str(language)!r}: {e}") from None
+
+
+def check_language(lm: Any, lang: Any, where: str) -> None:
+    """Refuse (one line) a model that does not read the probe's language: its tokenizer JSON
+    (when it states one) must be this language, and its vocabulary must hold every token."""
+    tokenizer = getattr(lm, "tokenizer", None)
+    if tokenizer is not None:
+        try:
+            lang.check_compatible(tokenizer, what=f"model {where!r}")
+        except ValueError as e:
+            raise ProbeInputError(f"--model {where!r}: {e}") from None
+    size = lm.info.vocab_size
+    if size is not None and size < lang.vocab.size:
+        raise ProbeInputError(
+            f"--model {where!r}: vocab_size {size} is smaller than the language's "
+            f"{lang.vocab.size} tokens"
+        )
+
+
+class ModelCache:
+    """Checkpoints loaded as LossModels, each once per (path, evaluator, device, dtype): `probe
+    diagnose` prepares seven probes on one model and loads it once."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[tuple, Any] = {}
+
+    def get(self, source: Any, *, evaluator: str, device: str, dtype: str, log=None) -> Any:
+        """The LossModel of `source` (a LossModel object is its own); `log(message)` hears of
+        a checkpoint being loaded."""
+        if not isinstance(source, Path):
+            return source  # a LossModel object
+        key = (str(source.resolve()), evaluator, device, dtype)
+        if key not in self._loaded:
+            from probes.adapters import txl as adapters
+
+            if log is not None:
+                log(f"loading {source} …")
+
+            try:
+                lm = adapters.load(source, evaluator=evaluator, device=device, dtype=dtype)
+            except adapters.AdapterError as e:
+                raise ProbeInputError(str(e)) from None
+            name = shipped_name(source)
+            if name is not None:  # recorded by name: results travel to other machines
+                lm.info = dataclasses.replace(lm.info, path=name)
+            self._loaded[key] = lm
+        return self._loaded[key]

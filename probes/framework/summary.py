@@ -1,0 +1,74 @@
+"""`Summary`: what a probe run reports; `to_dict()` is the `probe run --json` document and
+summary.json (the CLI contract in docs/design.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from probes.framework.results import SCHEMA_VERSION
+
+
+@dataclass
+class Summary:
+    """What a run reports; `to_dict()` is the `--json` document (DESIGN.md, "CLI contract")."""
+
+    probe: str
+    version: int
+    model: dict[str, Any]
+    geometry: dict[str, Any]
+    n_pairs: int
+    metrics: dict[str, Any]
+    bins: list[dict[str, Any]]
+    checks: dict[str, dict[str, Any]]
+    verdict: str
+    run_dir: str | None
+    params: dict[str, Any] = field(default_factory=dict)
+    evaluator: str = "cached"
+    dtype: str = "float32"
+    device: str = "cpu"
+    seed: int = 0
+    n: int = 0
+    horizon: dict[str, Any] = field(default_factory=dict)
+    metric_docs: dict[str, str] = field(default_factory=dict)
+    higher_is_better: dict[str, bool] = field(default_factory=dict)
+    verdict_rule: str = ""
+    elapsed_s: float = 0.0
+    plots: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.get("passed", True) for c in self.checks.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "probe": self.probe,
+            "version": self.version,
+            "model": self.model,
+            "geometry": self.geometry,
+            "horizon": self.horizon,
+            "evaluator": self.evaluator,
+            "dtype": self.dtype,
+            "device": self.device,
+            "params": self.params,
+            "seed": self.seed,
+            "n": self.n,
+            "n_pairs": self.n_pairs,
+            "metrics": self.metrics,
+            "metric_docs": self.metric_docs,
+            "higher_is_better": self.higher_is_better,
+            "bins": self.bins,
+            "checks": self.checks,
+            "passed": self.passed,
+            "verdict": self.verdict,
+            "verdict_rule": self.verdict_rule,
+            "run_dir": self.run_dir,
+            "plots": self.plots,
+            "elapsed_s": self.elapsed_s,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Summary:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in names})
