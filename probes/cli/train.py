@@ -131,7 +131,7 @@ def _train(
     # 1. the config: preset < file < explicit options < --set (or the run's own, on --resume)
     try:
         if resume and preset is None and config_file is None:
-            from txl.train import RunDirError, load_run_config
+            from txl.run_dir import RunDirError, load_run_config
 
             run_dir = out or DEFAULT_OUT / "tiny"
             try:
@@ -156,20 +156,16 @@ def _train(
 
     import torch  # noqa: F401  (heavy imports only once the input is known to be good)
 
+    from txl.device import resolve_device
     from txl.distributed import context_from_env
     from txl.io import json_safe
-    from txl.train import (
-        NonFiniteLossError,
-        RunDirError,
-        TrainingInterrupted,
-        check_run_dir,
-        resolve_device,
-        train,
-    )
+    from txl.run_dir import RunDirError, check_run_dir
+    from txl.signals import TrainingInterrupted
+    from txl.train import NonFiniteLossError, train
 
     ctx = context_from_env()
     try:
-        resolve_device(config.device, ctx)
+        resolve_device(config.device, ctx.local_rank)
         check_run_dir(run_dir, resume)
         stream = _stream(lang, config, config.seed, config.batch_size, ctx.rank, ctx.world_size)
         eval_fn = None
