@@ -1,13 +1,13 @@
-"""probes.training.recall_eval scores through the probes' adapter: the `inside` flag of [lo, hi) buckets,
-the training flag of the model in training, and no copy of it per call. (The callback's other
-promises are in tests/test_train_recall_eval.py.)"""
+"""probes.training.recall_eval scores through the probes' adapter: the `inside` flag of [lo, hi)
+buckets, the training flag of the model in training, no copy of it per call, and the Wilson
+interval of a bucket's accuracy. (The callback's other promises are in
+tests/test_train_recall_eval.py.)"""
 
 import copy
 
 import pytest
 import torch
 
-from probes.stats import wilson as stats_wilson
 from probes.training.recall_eval import make_recall_eval, wilson
 from synth.language import Language
 from txl.config import TXLConfig
@@ -59,7 +59,25 @@ def test_the_model_keeps_its_training_flag_and_is_never_copied(lang, monkeypatch
     assert set(out) >= {"recall", "recall_mem16", "filler_nll", "recall_acc"}
 
 
-def test_the_interval_is_the_one_of_probes_stats(lang):
-    for k, n in [(0, 5), (3, 7), (32, 32)]:
-        assert wilson(k, n) == stats_wilson(k, n)
+@pytest.mark.parametrize(
+    ("k", "n", "lo", "hi"),
+    [  # Newcombe (1998), Statistics in Medicine 17:857, Table I, method 3 (Wilson score)
+        (81, 263, 0.2553, 0.3662),
+        (15, 148, 0.0624, 0.1605),
+        (0, 20, 0.0, 0.1611),
+        (1, 29, 0.0061, 0.1718),
+    ],
+)
+def test_the_interval_is_the_wilson_score_interval(k, n, lo, hi):
+    got = wilson(k, n)
+    assert got == pytest.approx((lo, hi), abs=5e-5)
+    # its ends solve the score equation (k/n - p)^2 = z^2 p (1 - p) / n, z the normal 97.5 % point
+    z = 1.959963984540054
+    for p in got:
+        if 0.0 < p < 1.0:
+            assert (k / n - p) ** 2 == pytest.approx(z * z * p * (1 - p) / n, rel=1e-9)
+
+
+def test_the_interval_of_no_observations_is_the_whole_unit_interval():
     assert wilson(0, 0) == (0.0, 1.0)
+    assert wilson(32, 32) == (pytest.approx(0.8928208017449293), 1.0)  # ends exact at k = n

@@ -157,8 +157,8 @@ def test_json_summary_of_a_diverged_eval_is_strict_json_with_null(tmp_path, monk
 def test_heldout_nll_reads_the_mixture_not_the_curriculum():
     """With a bursty curriculum the training stream starts with bursty documents only; the held-out
     stream behind the evaluation's NLL is the mixture from its first token."""
-    from probes.cli.train import _stream
     from probes.training.presets import resolve_dict
+    from probes.training.stream import synth_stream
     from synth.language import Language
     from txl.train_config import TrainConfig
 
@@ -167,8 +167,8 @@ def test_heldout_nll_reads_the_mixture_not_the_curriculum():
     data.pop("preset")
     data["model"]["vocab_size"] = lang.vocab.size
     config = TrainConfig.from_dict(data)
-    train = _stream(lang, config, 5, 4, 0, 1)
-    heldout = _stream(lang, config, 5, 4, 0, 1, curriculum=False)
+    train = synth_stream(lang, config, 5, 4, 0, 1)
+    heldout = synth_stream(lang, config, 5, 4, 0, 1, curriculum=False)
     assert train.config.bursty_first == 100000 and heldout.config.bursty_first == 0
     statements = [int((s.next_batch()[0] == lang.the_id).sum()) for s in (train, heldout)]
     assert statements[0] == 0 and statements[1] > 0

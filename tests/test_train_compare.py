@@ -196,7 +196,27 @@ def test_two_short_training_runs_of_one_command_are_identical(tmp_path):
     assert result.exit_code == 0 and "verdict: identical (" in result.stdout
 
 
-def test_the_shipped_model_reads_as_a_complete_run():
-    shipped = resolve_model_path("default")
-    r = compare_runs(shipped, shipped)
-    assert r.verdict == "identical" and r.n_train_common == r.final_step > 0
+def test_the_shipped_model_and_its_sibling_read_as_complete_runs_that_differ():
+    # the no-recurrence sibling shares the recipe, seed and budget: its first four losses match
+    # the default's bit for bit, then mem_len 0 takes it elsewhere
+    r = compare_runs(resolve_model_path("default"), resolve_model_path("default-mem0"))
+    assert r.complete and r.n_train_common == r.final_step == 16000
+    assert r.first_loss_diff_step == 5 and r.n_loss_identical < 100 and r.max_loss_diff > 0.1
+    assert r.verdict == "differs" and not r.reproduced
+    assert {"nll", "filler_nll"} <= {d.name for d in r.out_of_tolerance}
+    assert "recall_mem640_acc" in r.only_a and not r.only_b  # the sibling has no longer memory
+
+
+def test_a_retrain_of_the_shipped_model_that_lands_close_is_within_tolerance(tmp_path):
+    # the shipped log with its last evaluation moved by half the stated NLL tolerance
+    shipped = resolve_model_path("default") / "metrics.jsonl"
+    lines = [json.loads(x) for x in shipped.read_text().splitlines()]
+    last = max(i for i, r in enumerate(lines) if r["kind"] == "eval")
+    lines[last]["nll"] += 0.01
+    b = tmp_path / "retrain"
+    b.mkdir()
+    (b / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    r = compare_runs(shipped, b)
+    assert r.complete and r.n_loss_identical == r.n_train_common == r.final_step > 0
+    assert r.verdict == "within tolerance" and r.reproduced
+    assert r.max_eval_diff["nll"] == pytest.approx(0.01)

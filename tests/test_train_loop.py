@@ -9,12 +9,8 @@ from train_worker import VOCAB, ToyStream, tiny_config
 
 from txl.checkpoint import load_checkpoint
 from txl.metrics_log import MetricsLog
-from txl.train import (
-    NonFiniteLossError,
-    RunDirError,
-    latest_checkpoint,
-    train,
-)
+from txl.run_dir import RunDirError, latest_checkpoint
+from txl.train import NonFiniteLossError, train
 from txl.train_config import ConfigError
 
 

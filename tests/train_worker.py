@@ -126,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     from txl.distributed import context_from_env
-    from txl.train import NonFiniteLossError, RunDirError, TrainingInterrupted, train
+    from txl.run_dir import RunDirError
+    from txl.signals import TrainingInterrupted
+    from txl.train import NonFiniteLossError, train
 
     ctx = context_from_env()
     config = tiny_config(steps=args.steps, checkpoint_every=args.checkpoint_every)

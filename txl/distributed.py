@@ -1,4 +1,5 @@
-"""Several processes under torchrun: who am I, and the few collectives the training loop needs.
+"""Several processes under torchrun: who am I, the few collectives the training loop needs, and
+the DistributedDataParallel wrapper that averages gradients over ranks.
 
 torchrun sets RANK, WORLD_SIZE and LOCAL_RANK (and MASTER_ADDR/PORT); without them this is a
 single process and every helper is a no-op. Backend: NCCL on CUDA, gloo on CPU.
@@ -6,12 +7,14 @@ single process and every helper is a no-op. Backend: NCCL on CUDA, gloo on CPU.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 
 @dataclass(frozen=True)
@@ -88,3 +91,23 @@ def gather_objects(obj: Any) -> list[Any]:
 def barrier() -> None:
     if active():
         dist.barrier()
+
+
+def wrap_model(model: nn.Module, ctx: DistContext, device: torch.device) -> nn.Module:
+    """The module to call in training: `model` under DistributedDataParallel with several
+    processes (gradients averaged over ranks), `model` itself with one."""
+    if not ctx.enabled:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None
+    )
+
+
+def deferred_sync(forward: nn.Module, defer: bool) -> contextlib.AbstractContextManager:
+    """With `defer`, a backward pass inside the block leaves DDP's gradient averaging to a later
+    one (a gradient-accumulation chunk that is not the last); a no-op for a plain module."""
+    if defer and isinstance(forward, nn.parallel.DistributedDataParallel):
+        return forward.no_sync()
+    return contextlib.nullcontext()

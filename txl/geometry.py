@@ -54,7 +54,3 @@ class Geometry:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Geometry:
-        return cls(**data)

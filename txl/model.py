@@ -251,4 +251,5 @@ class TransformerXL(nn.Module):
         return h, memory.update(hiddens, doc_ids, mem_len)
 
     def num_parameters(self) -> int:
+        """Every parameter once (a tied matrix once): what the MFU estimate counts."""
         return sum(p.numel() for p in self.parameters())

@@ -1,8 +1,9 @@
 """Training configuration: one frozen dataclass, resolved from layers.
 
-Layers, lowest first: a preset (a named table of the caller's: `resolve_dict(presets=...)`), a config file (TOML or JSON), then overrides
-(`key=value`, dotted for nested keys: `lr=3e-4`, `model.d_model=256`, `data.bursty=0.5`).
-A file may name its own base with `preset = "small"`. Unknown keys and ill-typed values are refused
+Layers, lowest first: a preset (a named table of the caller's: `resolve_dict(presets=...)`), a
+config file (TOML or JSON), then overrides (`key=value`, dotted for nested keys: `lr=3e-4`,
+`model.d_model=256`, `data.NAME=VALUE`).
+A file may name its own base with `preset = "NAME"`. Unknown keys and ill-typed values are refused
 with a one-line `ConfigError` that names the key, the value and what would be right.
 
 `data` and `eval` are opaque to txl: free-form tables handed to whoever builds the stream and the
@@ -108,11 +109,6 @@ class TrainConfig:
         for key, ok, right in checks:
             if not ok:
                 raise ConfigError(f"bad value for {key}: {getattr(self, key)!r}; expected {right}")
-
-    @property
-    def tokens_per_step(self) -> int:
-        """Target tokens per update on one process."""
-        return self.batch_size * self.model.tgt_len
 
     def to_dict(self) -> dict[str, Any]:
         """Nested plain dict (JSON-serialisable); `from_dict(to_dict())` round-trips."""

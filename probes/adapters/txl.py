@@ -28,6 +28,8 @@ import torch
 
 from probes.protocol import ModelInfo, TokenScores, check_inputs
 from probes.reach import Horizon
+from txl.device import DeviceError
+from txl.device import resolve_device as resolve_torch_device
 from txl.geometry import Geometry
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
@@ -38,16 +40,12 @@ class AdapterError(ValueError):
 
 
 def resolve_device(device: str) -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise AdapterError(
-            f"--device cuda: CUDA is not available here (torch {torch.__version__}); "
-            "use --device cpu or --device auto"
-        )
-    if device not in ("cpu", "cuda"):
-        raise AdapterError(f"--device {device!r}: use auto, cpu or cuda")
-    return device
+    """auto | cpu | cuda → "cpu" or "cuda" (`txl.device.resolve_device`); AdapterError (one line)
+    for a device that cannot be used here."""
+    try:
+        return resolve_torch_device(device).type
+    except DeviceError as e:
+        raise AdapterError(str(e)) from None
 
 
 def default_threads() -> int:

@@ -1,9 +1,8 @@
-"""`probe train`: wire a synth training stream and the recall-by-distance evaluation into txl's loop.
+"""`probe train`: train a Transformer-XL on the synthetic language with txl's loop.
 
-txl trains on any stream; this command is where synth meets it. The config's `data` table
-configures the stream (`synth.stream.StreamConfig`, plus `language`: a `LanguageConfig` table,
-default `Language.default()`), its `eval` table the held-out evaluation (`probes.training.recall_eval`).
-Several processes: `torchrun --nproc_per_node N -m probes.cli train ...` (each rank its own shard).
+This module parses the options and maps the outcome to an exit code; the work (the config's
+layers, the synth stream from its `data` table, the recall evaluation from its `eval` table) is
+`probes.training.run`'s. Several processes: `torchrun --nproc_per_node N -m probes.cli train ...`.
 
 Exit codes: 0 done, 1 the run failed its own check (non-finite loss), 2 bad input (one line),
 3 internal error, 130 / 143 interrupted by SIGINT / SIGTERM after saving a checkpoint.
@@ -20,7 +19,7 @@ from typing import Any
 
 import click
 
-DEFAULT_OUT = Path("runs") / "train"
+from probes.training.run import DEFAULT_OUT
 
 
 class BadInput(click.ClickException):
@@ -125,95 +124,34 @@ def _train(
     as_json: bool,
     command: str,
 ) -> int:
-    from probes.training.presets import resolve_dict
-    from txl.train_config import ConfigError, TrainConfig, set_key
+    from probes.training import run as training
 
-    # 1. the config: preset < file < explicit options < --set (or the run's own, on --resume)
+    # Bad input before the loop starts: ConfigError, RunDirError, a bad data or eval table (all
+    # ValueErrors).
     try:
-        if resume and preset is None and config_file is None:
-            from txl.train import RunDirError, load_run_config
-
-            run_dir = out or DEFAULT_OUT / "tiny"
-            try:
-                data = load_run_config(run_dir)
-            except RunDirError as e:
-                raise BadInput(str(e)) from None
-            for key, value in [*explicit, *(_split(o) for o in overrides)]:
-                data = set_key(data, key, value)
-        else:
-            data = resolve_dict(preset, config_file, [*explicit, *overrides])
-            run_dir = out or DEFAULT_OUT / data["preset"]
-        lang = _language(data.get("data", {}))
-        model = data.setdefault("model", {})
-        if model.setdefault("vocab_size", lang.vocab.size) != lang.vocab.size:
-            raise ConfigError(
-                f"bad value for model.vocab_size: {model['vocab_size']}; the language has "
-                f"{lang.vocab.size} tokens (leave it unset)"
-            )
-        config = TrainConfig.from_dict(data)
-    except (ConfigError, ValueError) as e:
+        job = training.resolve_job(preset, config_file, out, resume, explicit, overrides)
+        prepared = training.prepare(job)  # torch from here on
+    except ValueError as e:
         raise BadInput(str(e)) from None
 
-    import torch  # noqa: F401  (heavy imports only once the input is known to be good)
-
-    from txl.distributed import context_from_env
-    from txl.io import json_safe
-    from txl.train import (
-        NonFiniteLossError,
-        RunDirError,
-        TrainingInterrupted,
-        check_run_dir,
-        resolve_device,
-        train,
-    )
-
-    ctx = context_from_env()
-    try:
-        resolve_device(config.device, ctx)
-        check_run_dir(run_dir, resume)
-        stream = _stream(lang, config, config.seed, config.batch_size, ctx.rank, ctx.world_size)
-        eval_fn = None
-        if ctx.is_main:
-            from probes.training.recall_eval import make_recall_eval
-
-            eval_fn = make_recall_eval(
-                lang,
-                config.model,
-                config.eval,
-                heldout_stream=lambda rows, seed: _stream(
-                    lang, config, seed, rows, 0, 1, curriculum=False
-                ),
-            )
-    except (ConfigError, RunDirError, ValueError) as e:
-        raise BadInput(str(e)) from None
+    from txl.run_dir import RunDirError
+    from txl.signals import TrainingInterrupted
+    from txl.train import NonFiniteLossError
+    from txl.train_config import ConfigError
 
     try:
-        result = train(
-            config,
-            stream,
-            out_dir=run_dir,
-            tokenizer=lang.to_json(),
-            eval_fn=eval_fn,
-            resume=resume,
-            ctx=ctx,
-            quiet=quiet or as_json,
-            command=command,
-        )
+        result = training.run(prepared, quiet=quiet or as_json, command=command)
     except (ConfigError, RunDirError) as e:
         raise BadInput(str(e)) from None
     except NonFiniteLossError as e:
         click.echo(f"error: {e}", err=True)
         return 1
     except TrainingInterrupted as e:
-        if ctx.is_main:
+        if prepared.ctx.is_main:
             click.echo(str(e), err=True)
         return 128 + e.signum
-    finally:
-        from txl.distributed import shutdown
 
-        shutdown()
-
-    if ctx.is_main:
+    if prepared.ctx.is_main:
         summary = {
             "run_dir": str(result.run_dir),
             "model_dir": str(result.model_dir),
@@ -225,53 +163,12 @@ def _train(
             "eval": result.eval,
         }
         if as_json:
+            from txl.io import json_safe
+
             click.echo(json.dumps(json_safe(summary), sort_keys=True, allow_nan=False))
         else:
             _print_summary(summary)
     return 0
-
-
-def _split(item: str) -> tuple[str, Any]:
-    from txl.train_config import parse_override
-
-    return parse_override(item)
-
-
-def _language(data: dict[str, Any]):
-    from synth.language import Language, LanguageConfig
-
-    table = data.get("language")
-    if table is None:
-        return Language.default()
-    if not isinstance(table, dict):
-        raise ValueError(f"bad value for data.language: {table!r}; expected a table")
-    return Language(LanguageConfig.from_dict(table))
-
-
-def _stream(
-    lang, config, seed: int, batch_size: int, rank: int, world_size: int, curriculum: bool = True
-):
-    """This rank's synth training stream (StreamConfig from the `data` table, minus `language`);
-    without `curriculum`, the mixture from the first token (the held-out NLL measures the text the
-    model is trained on for good, not the curriculum's bursty start)."""
-    from synth.stream import StreamConfig, TrainStream
-
-    table = {k: v for k, v in config.data.items() if k != "language"}
-    if not curriculum:
-        table.pop("bursty_first", None)
-    try:
-        stream_config = StreamConfig.from_dict(table)
-    except TypeError as e:
-        raise ValueError(f"bad data table: {e}") from None
-    return TrainStream(
-        lang,
-        stream_config,
-        batch_size=batch_size,
-        tgt_len=config.model.tgt_len,
-        seed=seed,
-        rank=rank,
-        world_size=world_size,
-    )
 
 
 def _print_summary(s: dict[str, Any]) -> None:

@@ -1,5 +1,5 @@
 """`probe train-compare A B`: how far training run B (a retrain) landed from run A (say, the
-shipped model); txl/run_compare.py does the work.
+shipped model); probes/training/compare.py does the work.
 
 Exit codes: 0 reproduced (both runs complete; identical or within tolerance), 1 not (the runs
 differ, one is shorter, or they share no evaluation), 2 bad input (one line).

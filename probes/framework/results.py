@@ -28,11 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from txl.run_dir import RunDirError
+
 SCHEMA_VERSION = 1
-
-
-class RunDirError(ValueError):
-    """A path that is not (or cannot become) a run directory; the message is one line."""
 
 
 def jsonable(obj: Any) -> Any:
