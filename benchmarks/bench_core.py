@@ -39,7 +39,7 @@ from txl.geometry import Geometry
 from txl.hf_reference import transfo_xl_kwargs
 from txl.model import TransformerXL
 
-# The shipped "tiny" preset's shape (txl/presets.py), a vocabulary the size of a small synthetic one.
+# The shipped "tiny" preset's shape (probes/training/presets.py), a vocabulary the size of a small synthetic one.
 VOCAB = 512
 SHAPE = dict(n_layer=2, d_model=128, n_head=4, d_head=32, d_inner=512, tgt_len=64, mem_len=256)
 TRAIN_BATCH = 16

@@ -112,5 +112,6 @@ def test_fact_swap_quick_runs_on_the_shipped_model(tmp_path):
     )  # fmt: skip
     assert r.exit_code == 0, (r.stdout[-500:], r.stderr)  # its own checks pass too
     doc = json.loads(r.stdout)
-    assert doc["probe"] == "fact-swap" and doc["model"]["path"] == "default"  # a shipped model is recorded by its name
+    assert doc["probe"] == "fact-swap"
+    assert doc["model"]["path"] == "default"  # a shipped model is recorded by its name
     assert doc["n_pairs"] > 0 and doc["run_dir"].startswith(str(tmp_path))
