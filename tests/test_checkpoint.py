@@ -387,11 +387,11 @@ def test_bad_rng_json_is_refused(saved: Path) -> None:
 
 
 def test_atomic_write_that_fails_keeps_the_old_file_and_leaves_no_temp(tmp_path: Path) -> None:
-    from txl.io import atomic_write_text
+    from txl.io import atomic_write
 
     target = tmp_path / "run.json"
-    atomic_write_text(target, "old\n")
+    atomic_write(target, "old\n")
     with pytest.raises(UnicodeEncodeError):
-        atomic_write_text(target, "half \ud800")  # a lone surrogate cannot be written as UTF-8
+        atomic_write(target, "half \ud800")  # a lone surrogate cannot be written as UTF-8
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]

@@ -27,9 +27,11 @@ def test_json_is_sorted_strict_and_atomic(tmp_path):
     text = p.read_text()
     assert text.index('"a"') < text.index('"b"')
     assert json.loads(text) == {"a": [2, [3, 4]], "b": 1.5, "c": True}
-    with pytest.raises(ValueError):
-        results.write_json(p, {"bad": float("nan")})
-    assert json.loads(p.read_text())["b"] == 1.5  # the old file survives a failed write
+    results.write_json(p, {"none": float("nan"), "b": float("inf")})  # non-finite: no value
+    assert json.loads(p.read_text()) == {"none": None, "b": None}
+    with pytest.raises(TypeError):
+        results.write_json(p, {"b": object()})
+    assert json.loads(p.read_text())["b"] is None  # the old file survives a failed write
     assert [f for f in os.listdir(tmp_path) if f.startswith(".")] == []  # no temp file left
 
 

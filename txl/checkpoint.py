@@ -40,7 +40,7 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save_file
 
 from txl.config import TXLConfig
-from txl.io import atomic_write_text
+from txl.io import atomic_write, file_sha256
 from txl.model import TransformerXL
 
 SCHEMA_VERSION = 1
@@ -125,14 +125,6 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _write_checkpoint_files(
     tmp: Path,
     model: TransformerXL,
@@ -147,19 +139,17 @@ def _write_checkpoint_files(
         "model": model.config.to_dict(),
         "training": training,
     }
-    atomic_write_text(
-        tmp / CONFIG_FILE, _json_text(config, "config.json (model config + training)")
-    )
-    atomic_write_text(tmp / TOKENIZER_FILE, _json_text(tokenizer, "tokenizer"))
+    atomic_write(tmp / CONFIG_FILE, _json_text(config, "config.json (model config + training)"))
+    atomic_write(tmp / TOKENIZER_FILE, _json_text(tokenizer, "tokenizer"))
     save_file(_stored_tensors(model), str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
     _fsync_file(tmp / WEIGHTS_FILE)
     if train_state is not None:
         torch.save(train_state, tmp / TRAIN_STATE_FILE)
         _fsync_file(tmp / TRAIN_STATE_FILE)
     if rng is not None:
-        atomic_write_text(tmp / RNG_FILE, _json_text(rng, "rng"))
+        atomic_write(tmp / RNG_FILE, _json_text(rng, "rng"))
     for name, text in extra_files.items():
-        atomic_write_text(tmp / name, text)
+        atomic_write(tmp / name, text)
     _fsync_dir(tmp)
 
 
@@ -212,7 +202,7 @@ def save_checkpoint(
     tmp.mkdir()
     try:
         _write_checkpoint_files(tmp, model, tokenizer, training, train_state, rng, extra_files)
-        sha = _sha256(tmp / WEIGHTS_FILE)
+        sha = file_sha256(tmp / WEIGHTS_FILE)
         if target.exists():
             os.rename(target, old)
             try:

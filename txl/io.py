@@ -1,31 +1,36 @@
-"""Files a crash never leaves half-written, and JSON that a strict parser accepts.
+"""Files a crash never leaves half-written, JSON that a strict parser accepts, and file hashes —
+the one implementation of each for the whole project (torch-free: `probes` uses it too).
 
-`atomic_write_text` writes a hidden temporary file beside the target, fsyncs it and renames it
-over the target: a reader sees the old file or the new one, never a mixture. `json_safe` turns
-what a training run records into plain JSON types, with non-finite floats as null (a diverged
-loss is recorded, not written as the invalid token NaN); dump its result with `allow_nan=False`.
+`atomic_write_with(path, write)` lets `write` fill a hidden temporary file beside the target,
+fsyncs it and renames it over the target: a reader sees the old file or the new one, never a
+mixture, and a failed write leaves no temporary behind. `atomic_write` writes text or bytes that
+way. Files are created with the process's umask, like any other file the user writes.
+
+`json_safe` turns what a run records into plain JSON types. Its one NaN policy: non-finite floats
+become null (JSON has no NaN; a diverged loss or an undefined statistic is recorded as "no
+value", never as the invalid token NaN). Dump its result with `allow_nan=False`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Replace `path` with `text` (UTF-8) atomically; nothing is left behind if writing fails."""
+def atomic_write_with(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
+    """Replace `path` by what `write(tmp)` writes to a fresh temporary path beside it."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
-        with open(tmp, "x", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
+        write(tmp)
+        with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -33,9 +38,20 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
         raise
 
 
+def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
+    """Replace `path` with `data` (text as UTF-8) atomically."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "xb") as f:
+            f.write(raw)
+
+    atomic_write_with(path, write)
+
+
 def json_safe(obj: Any) -> Any:
     """Non-finite floats become None (JSON has no NaN); numpy scalars and arrays become Python
-    numbers and lists; tuples become lists; mapping keys become strings."""
+    numbers and lists; tuples become lists; paths become strings; mapping keys become strings."""
     if isinstance(obj, Mapping):
         return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -44,6 +60,17 @@ def json_safe(obj: Any) -> Any:
         obj = obj.item()
     if isinstance(obj, np.ndarray):
         return json_safe(obj.tolist())
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes (hex), read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

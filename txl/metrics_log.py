@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from txl.io import atomic_write_text, json_safe
+from txl.io import atomic_write, json_safe
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -41,7 +41,7 @@ class MetricsLog:
         """Keep only the records of steps <= `step` (before replaying the steps after it)."""
         keep = [r for r in self.records() if int(r.get("step", 0)) <= step]
         lines = (json.dumps(json_safe(r), sort_keys=True, allow_nan=False) + "\n" for r in keep)
-        atomic_write_text(self.path, "".join(lines))
+        atomic_write(self.path, "".join(lines))
 
     def text(self) -> str:
         return self.path.read_text(encoding="utf-8") if self.path.exists() else ""

@@ -99,7 +99,7 @@ def record_start(
     run_dir: str | Path, config: dict[str, Any], start: dict[str, Any], resume: bool
 ) -> None:
     """Add one (re)start entry to run.json, creating the directory and the file on a new run."""
-    from txl.io import atomic_write_text, json_safe  # numpy: only once a run is written
+    from txl.io import atomic_write, json_safe  # numpy: only once a run is written
 
     out = Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -110,4 +110,4 @@ def record_start(
     )
     info["starts"].append(start)
     text = json.dumps(json_safe(info), indent=2, sort_keys=True, allow_nan=False)
-    atomic_write_text(out / RUN_FILE, text + "\n")
+    atomic_write(out / RUN_FILE, text + "\n")

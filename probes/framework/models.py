@@ -46,7 +46,7 @@ def shipped_name(path: Path) -> str | None:
 def shipped_by_sha256(sha256: str) -> str | None:
     """The shipped model whose weights have this sha256 (how `probe rerun` finds the model of
     a run recorded on another machine), or None."""
-    from probes.framework.provenance import file_sha256
+    from txl.io import file_sha256
 
     if not sha256 or not PACKAGE_MODELS.is_dir():
         return None

@@ -10,8 +10,8 @@
         tokens.npz      per-token NLL arrays (plain numeric arrays: np.load(allow_pickle=False))
         *.png           plots
 
-JSON is written with sorted keys and `allow_nan=False` (a NaN is a bug, never data), atomically
-(temp file in the same directory + os.replace). The directory is created only after every input
+JSON is written with sorted keys, non-finite floats as null (`txl.io.json_safe`, the project's one
+NaN policy), atomically (`txl.io.atomic_write`). The directory is created only after every input
 was validated, so bad input never leaves one behind.
 """
 
@@ -22,38 +22,19 @@ import json
 import os
 import re
 import secrets
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from txl.io import atomic_write, atomic_write_with, json_safe
 from txl.run_dir import RunDirError
 
 SCHEMA_VERSION = 1
 
 
-def jsonable(obj: Any) -> Any:
-    """numpy scalars/arrays, tuples and Paths → plain JSON types (NaN is left to fail)."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
 def dumps(obj: Any, indent: int | None = 2) -> str:
-    return json.dumps(jsonable(obj), sort_keys=True, allow_nan=False, indent=indent)
+    return json.dumps(json_safe(obj), sort_keys=True, allow_nan=False, indent=indent)
 
 
 def print_json(obj: Any, file=None) -> None:
@@ -61,22 +42,6 @@ def print_json(obj: Any, file=None) -> None:
     import sys
 
     (file or sys.stdout).write(dumps(obj) + "\n")
-
-
-def atomic_write(path: Path, data: bytes | str) -> None:
-    path = Path(path)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -155,15 +120,12 @@ class RunDir:
         for key, arr in arrays.items():
             if np.asarray(arr).dtype == object:
                 raise TypeError(f"{name}: array {key!r} has dtype object; use numeric arrays")
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".npz", dir=self.path)
-        os.close(fd)
-        try:
-            np.savez_compressed(tmp, **arrays)
-            os.replace(tmp, self.path / name)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "xb") as f:
+                np.savez_compressed(f, **arrays)
+
+        atomic_write_with(self.path / name, write)
 
     def close(self) -> None:
         if self._samples is not None:

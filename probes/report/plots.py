@@ -203,17 +203,9 @@ def forest(path: Path, rows: Sequence[dict], *, title: str) -> None:
 
 
 def _save(fig, path: Path) -> None:
-    import os
-    import tempfile
+    from txl.io import atomic_write_with
 
-    plt = _pyplot()
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".png", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)
+        atomic_write_with(path, lambda tmp: fig.savefig(tmp, format="png"))
     finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _pyplot().close(fig)
