@@ -1,6 +1,6 @@
 """How far back a scored token can see: the direct window and the layered reach.
 
-Transformer-XL keeps three lengths apart that are easy to conflate (DESIGN.md, "Three lengths"):
+Transformer-XL keeps three lengths apart that are easy to conflate (docs/design.md, *Three lengths*):
 the **direct window** (keys the last layer's query attends to), the **layered reach** (how far
 information can still arrive through states computed in earlier segments, one layer per segment
 crossed) and the backprop length (tgt_len in training, not a property of evaluation).
@@ -19,7 +19,7 @@ Cached (streaming) evaluator, segment length T, memory M, n layers:
     r₀ = q;  r_{k+1} = seg_start(r_k) − M    (same_length: r_k − M + 1),   reach(t) = t − r_n
 Both are clipped at the stream start and, under `reset`, at the start of the query's document
 (its first token is the `<eod>` that opens it). In query-key terms the direct window is
-"mem_len + offset in segment" keys back (DESIGN.md); counted from the scored token it is one more.
+"mem_len + offset in segment" keys back (docs/design.md); counted from the scored token it is one more.
 
 Recompute (sliding-window) evaluator with window w: every scored token sees the w tokens before
 it and nothing else: direct(t) = reach(t) = w (clipped the same way).

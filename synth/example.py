@@ -1,6 +1,6 @@
 """Annotated examples and aligned pairs: the data every probe reads.
 
-Conventions (DESIGN.md): every document begins with `<eod>`, which carries the document's own id (the
+Conventions (docs/design.md, *Documents and `<eod>`*): every document begins with `<eod>`, which carries the document's own id (the
 separator *opens* a document). Positions are token indices into `Example.tokens`; spans are half-open.
 
     distance(q) = q.answer.start − (facts[q.fact].span.end − 1)

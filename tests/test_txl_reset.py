@@ -1,6 +1,6 @@
 """Properties 1 and 2: document reset is exact, and carry is not reset.
 
-Convention (DESIGN.md): `<eod>` opens document B and carries B's doc id; the loss of predicting `<eod>`
+Convention (docs/design.md, *Documents and `<eod>`*): `<eod>` opens document B and carries B's doc id; the loss of predicting `<eod>`
 belongs to A; B's first content token is predicted from `<eod>`. So "B's NLL" is nll[t] for t from
 the first token after `<eod>` to B's end.
 

@@ -11,7 +11,7 @@ at t − 1 is tokens[b, t]; False wherever nll is NaN.
 - `stream_nll`: the Transformer-XL way. The inputs tokens[:, :-1] are cut into segments of
   geometry.tgt_len and run in order, each reading the memory the previous one left (mem_len,
   clamp_len, same_length and the reset policy from the geometry). A token's direct window is
-  mem_len + its offset in the segment; its layered reach is longer (see DESIGN.md).
+  mem_len + its offset in the segment; its layered reach is longer (docs/design.md, *Three lengths*).
 - `recompute_nll`: the paper's vanilla baseline. Every scored token gets a fresh forward over the
   `window` tokens before it, no memory: the attention length is the same for every token, at the
   cost of a whole window per token (so only requested positions are computed, many windows per

@@ -11,7 +11,7 @@ from probes.framework.results import SCHEMA_VERSION
 
 @dataclass
 class Summary:
-    """What a run reports; `to_dict()` is the `--json` document (DESIGN.md, "CLI contract")."""
+    """What a run reports; `to_dict()` is the `--json` document (docs/design.md, *CLI contract*)."""
 
     probe: str
     version: int

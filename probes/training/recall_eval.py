@@ -10,7 +10,7 @@ that `txl.train.train` calls every `eval_every` steps:
   (the Bayes-optimal NLL on the same tokens, topic inferred from the prefix: what a perfect model
   reading these documents reaches);
 - `recall`: one entry per distance bucket [lo, hi): `n` queries whose fact lies a distance drawn
-  uniformly from the bucket before the first answer token (DESIGN: from the fact's last token),
+  uniformly from the bucket before the first answer token (docs/design.md, *Pairs, deltas and exact zeros*: from the fact's last token),
   `acc` (every answer token is the argmax under teacher forcing), its Wilson 95 % interval, the
   mean answer NLL, and where the bucket lies (`inside`: every distance of [lo, hi), up to hi − 1,
   is within the training attention span tgt + mem); `n_direct` of its queries have their fact in

@@ -1,8 +1,8 @@
 """Edits: pure functions `(base, rng, lang, **params) -> Pair`, one file each.
 
 Every edit returns a variant with its alignment (variant position → base position or −1) and meta
-(the edit's name and what it did, JSON-friendly). Length-preserving by default (DESIGN.md, "Exact
-zeros need equal shapes"): aligned tokens keep their index; `same_length=False` is the explicit
+(the edit's name and what it did, JSON-friendly). Length-preserving by default (docs/design.md, *Pairs,
+deltas and exact zeros*): aligned tokens keep their index; `same_length=False` is the explicit
 length-changing mode where an edit offers one.
 """
 

@@ -30,7 +30,7 @@ def replace(
 
     B defaults to a random value sharing no token with any value of the example, of A's token length
     (`same_length=False`: any length, which shifts the tokens after it). The variant keeps the query
-    and its answer tokens A (DESIGN.md, fact-swap): only the stated value becomes B; meta holds both for
+    and its answer tokens A (docs/design.md, *Pairs, deltas and exact zeros*): only the stated value becomes B; meta holds both for
     the answer contrast log p(A) − log p(B)."""
     _, fi, f = supporting_fact(base, query, "replace")
     old = f.value
