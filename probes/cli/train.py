@@ -4,8 +4,9 @@ This module parses the options and maps the outcome to an exit code; the work (t
 layers, the synth stream from its `data` table, the recall evaluation from its `eval` table) is
 `probes.training.run`'s. Several processes: `torchrun --nproc_per_node N -m probes.cli train ...`.
 
-Exit codes: 0 done, 1 the run failed its own check (non-finite loss), 2 bad input (one line),
-3 internal error, 130 / 143 interrupted by SIGINT / SIGTERM after saving a checkpoint.
+Exit codes (probes/cli/errors.py): 0 done, 1 the run failed its own check (non-finite loss),
+2 bad input (one line), 3 internal error, 130 / 143 interrupted by SIGINT / SIGTERM after saving a
+checkpoint.
 Imports nothing heavy at module level: `probe --help` stays instant.
 """
 
@@ -19,30 +20,11 @@ from typing import Any
 
 import click
 
+from probes.cli.errors import EXIT_CHECK, EXIT_INTERRUPT, BadInput
 from probes.training.run import DEFAULT_OUT
 
 
-class BadInput(click.ClickException):
-    """Bad input at the boundary: one line on stderr, exit 2."""
-
-    exit_code = 2
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
-
-
-class _OneLineErrors(click.Command):
-    """Usage errors (a bad option value, an unknown option) as one line and exit 2, not the
-    usage block."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as e:
-            raise BadInput(" ".join(e.format_message().split())) from None
-
-
-@click.command("train", cls=_OneLineErrors)
+@click.command("train")
 @click.option("--preset", default=None, help="tiny (default: the shipped model), small, base.")
 @click.option(
     "--config",
@@ -105,12 +87,10 @@ def train_command(
         code = _train(
             preset, config_file, out, resume, explicit, overrides, quiet, as_json, command
         )
-    except BadInput:
-        raise
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before the loop's own handler is in place
         click.echo("interrupted", err=True)
-        sys.exit(130)
-    sys.exit(code)
+        code = EXIT_INTERRUPT
+    click.get_current_context().exit(code)
 
 
 def _train(
@@ -145,7 +125,7 @@ def _train(
         raise BadInput(str(e)) from None
     except NonFiniteLossError as e:
         click.echo(f"error: {e}", err=True)
-        return 1
+        return EXIT_CHECK
     except TrainingInterrupted as e:
         if prepared.ctx.is_main:
             click.echo(str(e), err=True)
