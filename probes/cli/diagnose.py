@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from probes.cli.errors import EXIT_CHECK, BadInput
+from probes.cli.errors import BadInput, emit
 from probes.framework.diagnose import OPTIONS
 from probes.framework.options import RunOptions, output_options
 
@@ -43,14 +43,7 @@ def diagnose_command(as_json: bool, quiet: bool, skip: tuple[str, ...], **values
         )
     except ProbeInputError as e:
         raise BadInput(str(e)) from None
-    if as_json:
-        from probes.framework.results import print_json
-
-        print_json(summary)
-    else:
-        print_table(summary)
-    if not summary["passed"]:
-        click.get_current_context().exit(EXIT_CHECK)
+    emit(summary, as_json=as_json, show=print_table, passed=summary["passed"])
 
 
 diagnose_command.params.extend(RunOptions.click_options(only=OPTIONS, multiple=("model",)))

@@ -34,3 +34,16 @@ class BadInput(click.ClickException):
 
     def format_message(self) -> str:
         return one_line(self.message)
+
+
+def emit(result: dict, *, as_json: bool, show, passed: bool) -> None:
+    """A command's result on stdout — one JSON document, or `show(result)` for people — and
+    exit 1 when the run failed its own check."""
+    if as_json:
+        from probes.framework.results import print_json
+
+        print_json(result)
+    else:
+        show(result)
+    if not passed:
+        click.get_current_context().exit(EXIT_CHECK)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from probes.cli.errors import EXIT_CHECK, BadInput
+from probes.cli.errors import BadInput, emit
 
 
 @click.command("report")
@@ -67,13 +67,6 @@ def rerun_command(run_dir: str, out: str | None, as_json: bool, quiet: bool) -> 
         result = rerun(run_dir, out=out, progress=Progress.auto(quiet or as_json))
     except (ProbeInputError, RunDirError) as e:
         raise BadInput(str(e)) from None
-    if as_json:
-        from probes.framework.results import print_json
+    from probes.report.tables import print_rerun
 
-        print_json(result)
-    else:
-        from probes.report.tables import print_rerun
-
-        print_rerun(result)
-    if not result["passed"]:
-        click.get_current_context().exit(EXIT_CHECK)
+    emit(result, as_json=as_json, show=print_rerun, passed=result["passed"])

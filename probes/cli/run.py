@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from probes.cli.errors import EXIT_CHECK, BadInput
+from probes.cli.errors import BadInput, emit
 from probes.framework import registry
 from probes.framework.options import OUTPUT_NAMES, RunOptions, output_options
 
@@ -83,21 +83,15 @@ def _keep_blocks(text: str) -> str:
 def _run(spec: str, values: dict, *, as_json: bool, quiet: bool) -> None:
     from probes.framework.probe import ProbeInputError
     from probes.framework.progress import Progress
-    from probes.framework.results import print_json
     from probes.framework.runner import run
 
     try:
         summary = run(spec, progress=Progress.auto(quiet or as_json), argv=list(sys.argv), **values)
     except ProbeInputError as e:
         raise BadInput(str(e)) from None
-    if as_json:
-        print_json(summary.to_dict())
-    else:
-        from probes.report.tables import print_summary
+    from probes.report.tables import print_summary
 
-        print_summary(summary.to_dict())
-    if not summary.passed:
-        click.get_current_context().exit(EXIT_CHECK)
+    emit(summary.to_dict(), as_json=as_json, show=print_summary, passed=summary.passed)
 
 
 class RunGroup(click.Group):

@@ -151,10 +151,9 @@ def diagnose(
         "machine": provenance.machine(),
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    run_dir.write_json("run.json", record)
-    progress.log(f"diagnose: run directory {run_dir.path}")
     summaries: dict[str, dict] = {}
-    try:
+    with run_dir.recording(record):
+        progress.log(f"diagnose: run directory {run_dir.path}")
         for k, (name, plan) in enumerate(prepared.items()):
             progress.log(f"diagnose: {name} ({k + 1}/{len(prepared)}) …")
             summaries[name] = runner.execute(plan, out=run_dir.path / "runs").to_dict()
@@ -182,18 +181,5 @@ def diagnose(
         plot = forest_plot(run_dir.path / "diagnose.png", rows, lm.info.id, geometry)
         summary["plots"] = [plot] if plot else []
         run_dir.write_json("summary.json", summary)
-        record["status"] = "complete" if summary["passed"] else "failed-check"
-        record["elapsed_s"] = summary["elapsed_s"]
-        run_dir.write_json("run.json", record)
+        run_dir.finish(record, passed=summary["passed"], elapsed_s=summary["elapsed_s"])
         return summary
-    except KeyboardInterrupt:
-        record["status"] = "interrupted"
-        run_dir.write_json("run.json", record)
-        raise
-    except BaseException as e:
-        record["status"] = "error"
-        record["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:500]
-        run_dir.write_json("run.json", record)
-        raise
-    finally:
-        run_dir.close()

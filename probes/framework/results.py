@@ -22,6 +22,7 @@ import json
 import os
 import re
 import secrets
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,32 @@ class RunDir:
                 np.savez_compressed(f, **arrays)
 
         atomic_write_with(self.path / name, write)
+
+    @contextmanager
+    def recording(self, record: dict):
+        """Write run.json (status "running") and run the block; a block that ends by an
+        interruption or an error leaves run.json saying so ("interrupted", "error" with the
+        reason), and the files are closed however it ends. The block calls `finish`."""
+        self.write_json("run.json", record)
+        try:
+            yield record
+        except KeyboardInterrupt:
+            record["status"] = "interrupted"
+            self.write_json("run.json", record)
+            raise
+        except BaseException as e:
+            record["status"] = "error"
+            record["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:500]
+            self.write_json("run.json", record)
+            raise
+        finally:
+            self.close()
+
+    def finish(self, record: dict, *, passed: bool, elapsed_s: float) -> None:
+        """The run ended: "complete", or "failed-check" when one of its own checks failed."""
+        record["status"] = "complete" if passed else "failed-check"
+        record["elapsed_s"] = elapsed_s
+        self.write_json("run.json", record)
 
     def close(self) -> None:
         if self._samples is not None:

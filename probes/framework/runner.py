@@ -182,10 +182,9 @@ def execute(prepared: Prepared, *, out: str | Path | None = None) -> Summary:
         raise ProbeInputError(str(e)) from None
     with _threads(options.threads) as n_threads:
         record = run_record(cls, p.spec, p.params, options, ctx, n_threads, p.argv)
-        run_dir.write_json("run.json", record)
-        ctx.run_dir = run_dir
-        ctx.log(f"run directory {run_dir.path}")
-        try:
+        with run_dir.recording(record):
+            ctx.run_dir = run_dir
+            ctx.log(f"run directory {run_dir.path}")
             outcome = p.instance.execute(ctx)
             if outcome.arrays:
                 run_dir.write_npz("tokens.npz", outcome.arrays)
@@ -215,21 +214,8 @@ def execute(prepared: Prepared, *, out: str | Path | None = None) -> Summary:
                 plots=plots,
             )
             run_dir.write_json("summary.json", summary.to_dict())
-            record["status"] = "complete" if summary.passed else "failed-check"
-            record["elapsed_s"] = summary.elapsed_s
-            run_dir.write_json("run.json", record)
+            run_dir.finish(record, passed=summary.passed, elapsed_s=summary.elapsed_s)
             return summary
-        except KeyboardInterrupt:
-            record["status"] = "interrupted"
-            run_dir.write_json("run.json", record)
-            raise
-        except BaseException as e:
-            record["status"] = "error"
-            record["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:500]
-            run_dir.write_json("run.json", record)
-            raise
-        finally:
-            run_dir.close()
 
 
 def run(probe: str, **options: Any) -> Summary:

@@ -71,12 +71,7 @@ def delta_by_distance(
         ax.axvline(span.get("mean", span["min"]), color=color, ls="--", lw=1.2, label=name)
     if all_x and min(all_x) > 0 and max(all_x) / min(all_x) > 20:
         ax.set_xscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    _save(fig, path)
+    _finish(fig, ax, path, title, xlabel, ylabel, legend=True)
 
 
 def heatmap(
@@ -108,12 +103,8 @@ def heatmap(
             if np.isfinite(grid[i, j]):
                 star = "*" if marks is not None and marks[i][j] else ""
                 ax.text(j, i, f"{grid[i, j]:.2f}{star}", ha="center", va="center", fontsize=7)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
     fig.colorbar(im, ax=ax, label=cbar_label)
-    fig.tight_layout()
-    _save(fig, path)
+    _finish(fig, ax, path, title, xlabel, ylabel, legend=False)
 
 
 def line_plot(
@@ -170,12 +161,7 @@ def line_plot(
         ax.set_xscale("log")
     if logy:
         ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    _save(fig, path)
+    _finish(fig, ax, path, title, xlabel, ylabel, legend=True)
 
 
 def forest(path: Path, rows: Sequence[dict], *, title: str) -> None:
@@ -196,8 +182,17 @@ def forest(path: Path, rows: Sequence[dict], *, title: str) -> None:
         )
     ax.axvline(0.0, color="black", lw=0.8)
     ax.set_yticks(ys, labels=[r["effect"] for r in rows], fontsize=8)
-    ax.set_xlabel("Δ NLL (nats/token), 95% CI; red: significant")
+    _finish(fig, ax, path, title, "Δ NLL (nats/token), 95% CI; red: significant", None, False)
+
+
+def _finish(fig, ax, path: Path, title: str, xlabel: str, ylabel: str | None, legend: bool):
+    """Labels, title, the legend, and the file written atomically."""
+    ax.set_xlabel(xlabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
+    if legend:
+        ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     _save(fig, path)
 
