@@ -42,8 +42,8 @@ def make_rng(seed: int | np.random.SeedSequence, namespace: str = "probe") -> np
     return np.random.Generator(np.random.PCG64(ss))
 
 
-def randint(rng: np.random.Generator, n: int, size: int | None = None) -> Any:
-    """Uniform integers in [0, n) from raw uniforms (an int, or an int64 array of `size`)."""
+def randint(rng: np.random.Generator, n: int, size: int | tuple[int, ...] | None = None) -> Any:
+    """Uniform integers in [0, n) from raw uniforms (an int, or an int64 array of shape `size`)."""
     if size is None:
         return min(int(rng.random() * n), n - 1)
     return np.minimum((rng.random(size) * n).astype(np.int64), n - 1)
