@@ -105,6 +105,11 @@ class LanguageConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @property
+    def sha256(self) -> str:
+        """sha256 of the config's canonical JSON (probe runs record it beside the fingerprint)."""
+        return _sha256(self.to_dict())
+
 
 class Language:
     """Vocabulary + filler grammar + topics + values, rebuilt exactly from a `LanguageConfig`.

@@ -82,6 +82,18 @@ def test_the_longest_value_and_statement(config):
     assert len(lang.fact_tokens(e, a, longest)) == MAX_FACT_TOKENS
 
 
+def test_config_hash_is_the_sha256_of_its_canonical_json():
+    import hashlib
+
+    for c in (LanguageConfig(), LanguageConfig(n_topics=3, topic_weight=0.25, seed=9)):
+        canon = json.dumps(c.to_dict(), sort_keys=True, separators=(",", ":"))
+        assert c.sha256 == hashlib.sha256(canon.encode()).hexdigest()
+    # recorded in every probe run (run.json: synth.language_config_sha256)
+    assert LanguageConfig().sha256 == (
+        "33126bb9b35658e7f4a17e6a7664fea46c1cf54bf5b66053810f613db5adf90c"
+    )
+
+
 def test_json_roundtrip_rebuilds_the_same_language():
     d = json.loads(json.dumps(LANG.to_json()))
     again = Language.from_json(d)
