@@ -19,8 +19,6 @@ from typing import Any
 
 import numpy as np
 
-NAMESPACES = ("train", "probe", "language")
-
 
 def _namespace_key(namespace: str) -> int:
     return int.from_bytes(hashlib.sha256(namespace.encode()).digest()[:8], "little")
