@@ -21,8 +21,9 @@ from synth.rng import make_rng, seed_sequence
 from synth.stream import StreamBatch, StreamConfig, TrainStream
 
 # Changes whenever a seed would generate other text (language, examples, edits or the training
-# stream; tests/test_synth_golden.py pins them). Recorded in every probe run.
-GENERATOR_VERSION = 1
+# stream; tests/test_synth_golden.py pins each version's text). Recorded in every probe run.
+# 2: language version 2, queries "? ATTR of ENTITY VALUE ."
+GENERATOR_VERSION = 2
 
 __all__ = [
     "GENERATOR_VERSION",

@@ -197,6 +197,12 @@ class Pair:
         inv[self.alignment[keep]] = np.flatnonzero(keep)
         return inv
 
+    def reversed(self, meta: dict[str, Any] | None = None) -> Pair:
+        """The same two texts the other way round: the variant becomes the base (the alignment
+        inverted). `meta` describes the new pair (default: this pair's, with "reversed": True)."""
+        meta = {**self.meta, "reversed": True} if meta is None else meta
+        return Pair(self.variant, self.base, self.inverse_alignment(), meta)
+
     def edited(self) -> np.ndarray:
         """Variant positions whose token is new (alignment −1)."""
         return np.flatnonzero(self.alignment < 0)

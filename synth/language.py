@@ -41,6 +41,8 @@ FACT_TEMPLATE = "the {attribute} of {entity} is {value} ."
 QUERY_TEMPLATE = "? {attribute} of {entity} {value} ."
 FACT_VALUE_OFFSET = 5  # tokens before the value in a fact
 QUERY_ANSWER_OFFSET = 4  # tokens before the answer in a query
+MAX_VALUE_TOKENS = 2  # a value is one word or a prefix and a word ("deep amber")
+MAX_FACT_TOKENS = FACT_VALUE_OFFSET + MAX_VALUE_TOKENS + 1  # "the ATTR of ENTITY is V1 V2 ."
 PUNCT = (".", ",", "?")
 FUNCTION_WORDS = ("the", "of", "is")
 
@@ -102,6 +104,11 @@ class LanguageConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @property
+    def sha256(self) -> str:
+        """sha256 of the config's canonical JSON (probe runs record it beside the fingerprint)."""
+        return _sha256(self.to_dict())
 
 
 class Language:

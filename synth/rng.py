@@ -19,8 +19,6 @@ from typing import Any
 
 import numpy as np
 
-NAMESPACES = ("train", "probe", "language")
-
 
 def _namespace_key(namespace: str) -> int:
     return int.from_bytes(hashlib.sha256(namespace.encode()).digest()[:8], "little")
@@ -42,8 +40,8 @@ def make_rng(seed: int | np.random.SeedSequence, namespace: str = "probe") -> np
     return np.random.Generator(np.random.PCG64(ss))
 
 
-def randint(rng: np.random.Generator, n: int, size: int | None = None) -> Any:
-    """Uniform integers in [0, n) from raw uniforms (an int, or an int64 array of `size`)."""
+def randint(rng: np.random.Generator, n: int, size: int | tuple[int, ...] | None = None) -> Any:
+    """Uniform integers in [0, n) from raw uniforms (an int, or an int64 array of shape `size`)."""
     if size is None:
         return min(int(rng.random() * n), n - 1)
     return np.minimum((rng.random(size) * n).astype(np.int64), n - 1)

@@ -22,7 +22,6 @@ import numpy as np
 
 from synth import rng as rnd
 from synth.documents import (
-    KIND_NAMES,
     DocPlan,
     plan_bursty,
     plan_corpus,
@@ -147,16 +146,14 @@ class StreamConfig:
 @dataclass(frozen=True)
 class StreamBatch:
     """One batch with what each token is: `target_kind` (0 none, 1 fact answer, 2 answer after an
-    update, 3 bursty value, 4 sparse-fact answer; names in `KIND_NAMES`) and `target_distance` (the
-    distance of the token's query, from the stating token to the first answer token; −1 elsewhere)."""
+    update, 3 bursty value, 4 sparse-fact answer; names in `synth.documents.KIND_NAMES`) and
+    `target_distance` (the distance of the token's query, from the stating token to the first answer
+    token; −1 elsewhere)."""
 
     tokens: np.ndarray  # (B, tgt_len + 1) int64
     doc_ids: np.ndarray  # (B, tgt_len + 1) int64
     target_kind: np.ndarray  # (B, tgt_len + 1) int8
     target_distance: np.ndarray  # (B, tgt_len + 1) int32
-
-
-KINDS = KIND_NAMES
 
 
 class _Row:
@@ -211,10 +208,6 @@ class TrainStream:
     def tokens_per_batch(self) -> int:
         """New tokens per batch (the one-token overlap not counted)."""
         return self.batch_size * self.tgt_len
-
-    def __iter__(self):
-        while True:
-            yield self.next_batch()
 
     def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, doc_ids), each (batch_size, tgt_len + 1) int64."""

@@ -202,8 +202,33 @@ def test_fact_insert_grid_and_heatmap(models, tmp_path):
     assert all(b["delta_mean"] == 0.0 and b["reach"] == "beyond" for b in far)
 
 
+class CountingModel:
+    """A LossModel that passes everything to `inner` and keeps the rows it was asked to score."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.rows: list[tuple[int, ...]] = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def _keep(self, tokens, doc_ids):
+        self.rows += [tuple(t[d >= 0].tolist()) for t, d in zip(tokens, doc_ids, strict=True)]
+
+    def score(self, tokens, doc_ids, positions, geometry):
+        self._keep(tokens, doc_ids)
+        return self.inner.score(tokens, doc_ids, positions, geometry)
+
+    def score_shared(self, tokens, doc_ids, positions, geometry, *, parent, shared):
+        self._keep(tokens, doc_ids)
+        return self.inner.score_shared(
+            tokens, doc_ids, positions, geometry, parent=parent, shared=shared
+        )
+
+
 def test_distractor_cells_share_their_clean_bases(models, tmp_path):
-    s = probes.run("distractor", model=models["mem"], k="1,2", n=3, out=tmp_path, progress=False)
+    lm = CountingModel(adapters.load(models["mem"]))
+    s = probes.run("distractor", model=lm, k="1,2", n=3, out=tmp_path, progress=False)
     cells = [(b["kind"], b["k"]) for b in s.bins]
     assert cells == [
         ("same_attribute", 1), ("same_attribute", 2), ("same_entity", 1), ("same_entity", 2),
@@ -216,7 +241,10 @@ def test_distractor_cells_share_their_clean_bases(models, tmp_path):
     by_base = {}
     for r in recs:
         by_base.setdefault(r["base"], set()).add(r["nll_base"])
-    assert all(len(v) == 1 for v in by_base.values())  # one clean base scored once per base
+    assert all(len(v) == 1 for v in by_base.values())
+    # scored once: one row per clean base and one per variant, no text twice
+    assert len(lm.rows) == len(by_base) + len(recs) == 3 + 5 * 3
+    assert len(set(lm.rows)) == len(lm.rows)
     assert s.passed
 
 

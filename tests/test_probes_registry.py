@@ -1,5 +1,6 @@
 """probes.framework.registry and probes.framework.params: lazy listing, refusals, options from Params."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,7 +13,10 @@ import pytest
 from probes.framework import params as P
 from probes.framework import registry
 
-BUILTIN = {"fact-swap", "fact-delete", "fact-insert", "distractor"}
+BUILTIN = {
+    "boundary", "context-sweep", "cross-doc", "distractor", "fact-delete", "fact-insert",
+    "fact-swap", "fact-update", "recl", "speed", "topic-shift",
+}  # fmt: skip
 
 
 def test_listing_imports_no_torch_numpy_or_probe_module():
@@ -36,10 +40,27 @@ def test_listing_imports_no_torch_numpy_or_probe_module():
 
 
 def test_builtin_probes_are_found_by_scanning():
-    names = set(registry.names())
-    assert BUILTIN <= names
-    e = {x.name: x for x in registry.entries()}["fact-swap"]
+    found = registry.builtin_entries()
+    assert set(found) == BUILTIN
+    # one probe per file of the library, each file holding one
+    files = {p.stem for p in registry.LIBRARY_DIR.glob("*.py") if not p.name.startswith("_")}
+    modules = [e.target.split(":")[0] for e in found.values()]
+    assert sorted(modules) == sorted(f"probes.library.{stem}" for stem in files)
+    e = found["fact-swap"]
     assert e.target == "probes.library.fact_swap:FactSwap" and e.version >= 1 and e.summary
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN))
+def test_every_builtin_probe_loads_with_params_and_version(name):
+    entry = registry.builtin_entries()[name]
+    cls = registry.get(name)
+    module, _, qualname = entry.target.partition(":")
+    assert module.startswith("probes.library.") and module.count(".") == 2
+    assert (cls.__module__, cls.__qualname__) == (module, qualname)
+    assert cls.name == name and isinstance(cls.version, int) and cls.version == entry.version >= 1
+    assert dataclasses.is_dataclass(cls.Params) and cls.Params.__dataclass_params__.frozen
+    assert cls.Params() == cls.Params()  # every option has a default
+    assert entry.summary and entry.summary == (cls.__doc__ or "").strip().splitlines()[0]
 
 
 def test_unknown_name_suggests_the_close_one():

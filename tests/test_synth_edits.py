@@ -163,6 +163,54 @@ def test_boundary_puts_the_conflicting_fact_only_in_the_earlier_document(same_le
     ] or not same_length
 
 
+@given(seeds, distances, st.integers(1, 40), st.integers(0, 12))
+def test_boundary_with_a_gap_ends_the_new_document_that_far_after_the_fact(seed, d, gap, lo):
+    base = base_for(seed, d, prev_len=0)
+    p = apply_edit(
+        "boundary", base, make_rng(seed), LANG, same_length=False, topic=3, gap=gap,
+        start=(1 + lo, 1 + 2 * lo),
+    )  # fmt: skip
+    v, (s, e) = p.variant, p.meta["conflict"]
+    eod = len(v) - len(base)  # the base's first token: its <eod>
+    assert 1 + lo <= s <= 1 + 2 * lo and eod - (e - 1) == gap
+    assert v.topics[0] == 3 and v.tokens[eod] == LANG.vocab.eod_id
+    assert np.array_equal(v.tokens[eod:], base.tokens) and (p.alignment[:eod] == -1).all()
+    check_consistent(v)
+
+
+@given(seeds, distances, st.integers(2, 60))
+def test_prepend_puts_a_neutral_document_before_the_base(seed, d, length):
+    from synth.edits.boundary import prepend
+
+    base = base_for(seed, d)
+    p = prepend(base, make_rng(seed), LANG, length=length, topic=2)
+    v = p.variant
+    assert np.array_equal(v.tokens[length:], base.tokens)
+    assert np.array_equal(v.doc_ids, np.r_[np.zeros(length, np.int64), base.doc_ids + 1])
+    assert v.tokens[0] == LANG.vocab.eod_id and np.isin(v.tokens[1:length], LANG.filler_ids).all()
+    assert v.topics == (2, *base.topics) and len(v.facts) == len(base.facts)
+    assert np.array_equal(base.tokens[p.alignment[length:]], base.tokens)
+    check_consistent(v)
+
+
+@given(seeds, distances)
+def test_delete_a_stale_statement_by_index_and_read_the_pair_reversed(seed, d):
+    base = base_for(seed, max(d, 48))
+    upd = apply_edit("update", base, make_rng(seed), LANG, answer="new")
+    k = upd.meta["stale_fact"]
+    gone = apply_edit("delete", upd.variant, make_rng(seed + 1), LANG, fact=k)
+    stale = upd.variant.facts[k]
+    assert gone.meta["deleted"] == [stale.span.start, stale.span.end] and gone.meta["query"] is None
+    assert stale not in gone.variant.facts and len(gone.variant.facts) == len(base.facts)
+    q = gone.variant.queries[0]
+    assert gone.variant.facts[q.fact].value == tuple(upd.meta["new_value"])  # still the update's
+    back = gone.reversed()
+    assert back.base is gone.variant and back.variant is gone.base and back.meta["reversed"]
+    assert np.array_equal(back.alignment, gone.inverse_alignment())
+    assert np.array_equal(back.base.tokens[back.alignment[back.alignment >= 0]],
+                          back.variant.tokens[back.alignment >= 0])  # fmt: skip
+
+
 @given(seeds, distances, st.sampled_from(["keep", "new"]))
 def test_update_restates_the_fact_later_and_the_query_follows_it(seed, d, answer):
     base = base_for(seed, max(d, 40))
@@ -237,6 +285,7 @@ def test_edits_refuse_bad_requests_with_one_line():
         (lambda: apply_edit("insert", base, make_rng(0), LANG, distance=3), "inside the query"),
         (lambda: apply_edit("distract", base, make_rng(0), LANG, kind="loud"), "unknown kind"),
         (lambda: apply_edit("replace", base, make_rng(0), LANG, query=5), "does not exist"),
+        (lambda: apply_edit("delete", base, make_rng(0), LANG, fact=9), "does not exist"),
         (lambda: resolve("fact-swp"), "did you mean 'fact-swap'"),
     ]
     for call, msg in cases:

@@ -1,24 +1,48 @@
 """Frozen outputs. The default model is trained on `Language.default()` and resumes its stream from a
-state: if one of these hashes changes, checkpoints and runs made before stop matching. Change them
-only on purpose (a new language version), never to make a test pass."""
+state: if one of these hashes changes, checkpoints and runs made before stop matching.
+
+`GOLDEN` is the history of `synth.GENERATOR_VERSION`: each version with the text it makes. Text that
+changes on purpose gets a new row under a new version (and `GENERATOR_VERSION` moves to it); a row is
+never edited, so a changed hash cannot pass under the version number of the old text."""
 
 import hashlib
 
+import synth
 from synth import Language, TrainStream, make_pair, make_rng
 from synth.edits import EDITS
 
-DEFAULT_FINGERPRINT = "97a7b3870dc4d8f3a25d693f9cad6a1b25ae05d20adb511a64a9766662556488"
-STREAM_SHA256 = "1df8081bd61d975744dd3226d966f5e04f99c35f075d9b66d96c6d4aad97f16b"
-PAIRS = {
-    "insert": "a21b4879b694517a",
-    "replace": "10b3ecbeda1a6331",
-    "delete": "a28752d2f7a4ff5f",
-    "distract": "9cf023f368a49d0e",
-    "update": "d538ec438219da0b",
-    "topic-shift": "684de1099bf0829d",
-    "boundary": "96c032edfd9b6949",
-    "identity": "a43c2c91af7cd436",
+# version → (language fingerprint, training stream sha256, one pair per edit (sha256 prefix))
+GOLDEN = {
+    1: (  # queries "? ATTR of ENTITY : VALUE ."
+        "716b02eacc594073e4b3334a8798fd5b75649bb40be33ec61fe21ac19b8783ea",
+        "66a153f56859f4c963e63f92d503f80c83b9286c7cf9e36b79505053ddd1a8a9",
+        {
+            "insert": "18950fe2736307dd",
+            "replace": "b11c87f9d3aab259",
+            "delete": "f6f319bb6e7f74aa",
+            "distract": "f825fca5500d06e1",
+            "update": "17f2f75143d14e4f",
+            "topic-shift": "fe794bd60f73bb39",
+            "boundary": "5156a12f9c0d7b45",
+            "identity": "60e343e20a260ca8",
+        },
+    ),
+    2: (  # queries "? ATTR of ENTITY VALUE ." (no ":" before the answer)
+        "97a7b3870dc4d8f3a25d693f9cad6a1b25ae05d20adb511a64a9766662556488",
+        "1df8081bd61d975744dd3226d966f5e04f99c35f075d9b66d96c6d4aad97f16b",
+        {
+            "insert": "a21b4879b694517a",
+            "replace": "10b3ecbeda1a6331",
+            "delete": "a28752d2f7a4ff5f",
+            "distract": "9cf023f368a49d0e",
+            "update": "d538ec438219da0b",
+            "topic-shift": "684de1099bf0829d",
+            "boundary": "96c032edfd9b6949",
+            "identity": "a43c2c91af7cd436",
+        },
+    ),
 }
+FINGERPRINT, STREAM_SHA256, PAIRS = GOLDEN[synth.GENERATOR_VERSION]
 
 
 def _h(*arrays) -> str:
@@ -28,8 +52,24 @@ def _h(*arrays) -> str:
     return h.hexdigest()
 
 
+def test_generator_version_is_the_newest_row():
+    assert sorted(GOLDEN) == list(range(1, len(GOLDEN) + 1))
+    assert synth.GENERATOR_VERSION == max(GOLDEN)
+
+
+def test_every_version_made_other_text():
+    # a new row that repeats an old row's hash is a version bump without a change (or a row
+    # copied instead of measured)
+    for i, column in enumerate(("language", "stream")):
+        values = [row[i] for row in GOLDEN.values()]
+        assert len(set(values)) == len(values), column
+    for name in EDITS:
+        values = [row[2][name] for row in GOLDEN.values()]
+        assert len(set(values)) == len(values), name
+
+
 def test_default_language_is_frozen():
-    assert Language.default().fingerprint == DEFAULT_FINGERPRINT
+    assert Language.default().fingerprint == FINGERPRINT
 
 
 def test_training_stream_is_frozen():

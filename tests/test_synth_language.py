@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synth.language import FACT_VALUE_OFFSET, QUERY_ANSWER_OFFSET, Language, LanguageConfig
+from synth.language import (
+    FACT_VALUE_OFFSET,
+    MAX_FACT_TOKENS,
+    MAX_VALUE_TOKENS,
+    QUERY_ANSWER_OFFSET,
+    Language,
+    LanguageConfig,
+)
 from synth.rng import make_rng
 
 LANG = Language.default()
@@ -62,6 +69,29 @@ def test_templates_put_value_and_answer_at_fixed_offsets():
     assert tuple(f[FACT_VALUE_OFFSET : FACT_VALUE_OFFSET + len(v)]) == v
     assert tuple(q[QUERY_ANSWER_OFFSET : QUERY_ANSWER_OFFSET + len(v)]) == v
     assert LANG.decode(f).startswith("the ") and LANG.decode(q).startswith("? ")
+
+
+@pytest.mark.parametrize(
+    "config", [LanguageConfig(), LanguageConfig(n_value_words=3, n_value_prefixes=1, seed=5)]
+)
+def test_the_longest_value_and_statement(config):
+    lang = Language(config)
+    longest = max(lang.values, key=len)
+    assert len(longest) == MAX_VALUE_TOKENS
+    e, a = int(lang.entity_ids[0]), int(lang.attribute_ids[0])
+    assert len(lang.fact_tokens(e, a, longest)) == MAX_FACT_TOKENS
+
+
+def test_config_hash_is_the_sha256_of_its_canonical_json():
+    import hashlib
+
+    for c in (LanguageConfig(), LanguageConfig(n_topics=3, topic_weight=0.25, seed=9)):
+        canon = json.dumps(c.to_dict(), sort_keys=True, separators=(",", ":"))
+        assert c.sha256 == hashlib.sha256(canon.encode()).hexdigest()
+    # recorded in every probe run (run.json: synth.language_config_sha256)
+    assert LanguageConfig().sha256 == (
+        "33126bb9b35658e7f4a17e6a7664fea46c1cf54bf5b66053810f613db5adf90c"
+    )
 
 
 def test_json_roundtrip_rebuilds_the_same_language():

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -68,9 +68,6 @@ class PlantedModel:
         keys = ("tgt_len", "mem_len", "n_layer", "base", "sigma", "noise")
         keys += ("boundary_nats", "boundary_len", "copy", "seed")
         return {k: getattr(self, k) for k in keys}
-
-    def with_seed(self, seed: int) -> PlantedModel:
-        return replace(self, seed=seed)
 
     # ------------------------------------------------------------------ LossModel
 

@@ -9,7 +9,7 @@ A probe from outside the package is named by `path/to/file.py:ClassName`; import
 its decorator, which registers it like a built-in one.
 
 Each probe carries a version that changes whenever its numbers would (new pair construction,
-another statistic): results record it, and `probe rerun` refuses to compare across versions.
+another statistic): results record it; `probe rerun` compares across versions, naming each change.
 """
 
 from __future__ import annotations

@@ -241,18 +241,14 @@ def run_record(
     lm, lang = ctx.model, ctx.lang
     synth_info = None
     if lang is not None:
-        import hashlib
-        import json
-
         import synth
 
         config = lang.config.to_dict()
-        canon = json.dumps(config, sort_keys=True, separators=(",", ":"))
         synth_info = {
             "generator_version": getattr(synth, "GENERATOR_VERSION", None),
             "language_fingerprint": lang.fingerprint,
             "language_config": config,
-            "language_config_sha256": hashlib.sha256(canon.encode()).hexdigest(),
+            "language_config_sha256": lang.config.sha256,
         }
     return {
         "schema_version": SCHEMA_VERSION,

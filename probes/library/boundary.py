@@ -54,7 +54,6 @@ from probes.protocol import tolerance
 
 CHECK_TOKENS = 8  # first-segment targets scored for the first_segment_equal check
 KINDS = ("nomem-mem", "doc-mem")
-REGIONS = ("first", "rest", "first−rest")
 
 
 @probe("boundary", version=1, diagnose=10)

@@ -16,13 +16,9 @@ answer tokens whose fact lies within c), and the streaming `stream_answer_nll` /
 Effective context (`effective_context`, per token set answer | ordinary | all): the smallest c of
 the sweep whose perplexity is within 1 % of the perplexity at the largest c,
 (e^{L(c)} − e^{L(max)}) / e^{L(c)} < 0.01, L = the mean over texts of the text means; with a 95 %
-percentile interval from 1,000 bootstrap resamples of the texts (seeded by --seed). A value at the
-largest c means the loss still falls at the end of the sweep (the true value may be larger).
-Percentile, not t or BCa: the effective context is the first c of the sweep that crosses a
-threshold, a step function of the texts that takes only the sweep's few values — no mean for a t
-interval, and BCa's bias correction and acceleration are ill-defined when most resamples tie at
-the estimate. The interval is descriptive, at the grid's resolution (no verdict is drawn from
-it); with few texts it can under-cover, so read its width as a lower bound on the uncertainty.
+percentile interval from 1,000 bootstrap resamples of the texts (seeded by --seed; why
+percentile and how to read it: probes.engine.bootstrap). A value at the largest c means the loss
+still falls at the end of the sweep (the true value may be larger).
 
 Default n = 16 texts, each scored on its answer tokens (about 6) and `--ordinary` 16 filler
 tokens evenly spaced over its last `--window` tokens; the cost is one window of c tokens per
@@ -38,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from probes import stats
+from probes.engine import bootstrap
 from probes.engine.sweep import CONTEXTS_HELP, check_contexts, parse_contexts
 from probes.framework.declarations import Column, effect_row
 from probes.framework.params import param
@@ -46,7 +43,6 @@ from probes.framework.registry import probe
 
 SETS = ("answer", "ordinary", "all")
 THRESHOLD = 0.01
-BOOTSTRAP = 1000
 
 
 def effective_context(means: np.ndarray, contexts: list[int], threshold: float = THRESHOLD):
@@ -58,14 +54,6 @@ def effective_context(means: np.ndarray, contexts: list[int], threshold: float =
         if 1.0 - np.exp(ref - L[j]) < threshold:  # (e^{L_c} − e^{L_max}) / e^{L_c}
             return int(c)
     return int(contexts[-1])
-
-
-def bootstrap_interval(means: np.ndarray, contexts: list[int], rng, reps: int = BOOTSTRAP):
-    n = means.shape[1]
-    if n < 2:
-        return None
-    draws = [effective_context(means[:, rng.integers(0, n, size=n)], contexts) for _ in range(reps)]
-    return [int(np.percentile(draws, 2.5)), int(np.percentile(draws, 97.5))]
 
 
 @probe("context-sweep", version=1, diagnose=60)
@@ -170,13 +158,15 @@ class ContextSweep(Probe):
             b["answer_accuracy"] = float(acc[j].mean())
             b["fact_visible"] = visible[j]
             bins.append(b)
-        rng = np.random.default_rng([ctx.seed, 7])
+        rng = ctx.rng(self.name, "bootstrap")
         eff = {}
         for s in SETS:
             m = means["truncated", s]
             eff[s] = {
                 "c": effective_context(m, self.contexts),
-                "ci95": bootstrap_interval(m, self.contexts, rng),
+                "ci95": bootstrap.interval(
+                    lambda idx, m=m: effective_context(m[:, idx], self.contexts), m.shape[1], rng
+                ),
                 "censored": effective_context(m, self.contexts) == self.contexts[-1],
             }
         metrics: dict[str, Any] = {

@@ -123,7 +123,9 @@ class CrossDoc(Probe):
 
     def _pair(self, ctx: RunContext, rng, group: int, gap: int) -> dict[str, Any]:
         from synth import rng as rnd
-        from synth.generate import assemble, disjoint_values, make_example
+        from synth.edits import boundary
+        from synth.edits.boundary import prepend
+        from synth.generate import make_example
 
         lang, p = ctx.lang, self.params
         n_top = lang.n_topics
@@ -132,26 +134,24 @@ class CrossDoc(Probe):
             b = make_example(lang, rng, [p.b_distance], lead=B_LEAD, topic=int(t_b))
         except ValueError as e:
             raise ProbeInputError(f"--b-distance {p.b_distance}: {e}") from None
-        q = b.queries[0]
-        f = b.facts[q.fact]
-        stale = disjoint_values(lang, rng, 1, exclude=set(f.value), length=len(f.value))[0]
-        conflict = lang.fact_tokens(f.entity, f.attribute, stale)
-        lead_a = rnd.randrange(rng, 1, ctx.geometry.tgt_len)  # where A's fact starts
-        len_a = lead_a + len(conflict) - 1 + gap  # A's fact ends `gap` tokens before B's <eod>
-        a = assemble(lang, rng, len_a, [(lead_a, conflict)], int(t_a))
-        foreign = assemble(lang, rng, len_a, [], int(t_f))
-        answer = q.answer.indices() + len_a
+        # A: B's fact with another value V′, starting 1 to tgt_len tokens after A's <eod> and
+        # ending `gap` tokens before B's <eod>; the foreign document: as long as A, no facts
+        start = (1, ctx.geometry.tgt_len)
+        conf = boundary(b, rng, lang, same_length=False, topic=int(t_a), gap=gap, start=start)
+        a_b = conf.variant
+        len_a = len(a_b) - len(b)
+        foreign = prepend(b, rng, lang, length=len_a, topic=int(t_f)).variant
         return {
             "group": group,
             "gap": gap,
-            "fact_end": len_a - gap,
+            "fact_end": conf.meta["conflict"][1] - 1,
             "len_a": len_a,
-            "conf": np.concatenate([a, b.tokens]),
-            "foreign": np.concatenate([foreign, b.tokens]),
-            "doc_ids": np.concatenate([np.zeros(len_a, np.int64), np.ones(len(b), np.int64)]),
-            "answer": answer,
+            "conf": a_b.tokens,
+            "foreign": foreign.tokens,
+            "doc_ids": a_b.doc_ids,
+            "answer": a_b.queries[0].answer.indices(),
             "first": len_a + 1 + np.arange(p.first),
-            "stale": np.array(stale, dtype=np.int64),
+            "stale": np.array(conf.meta["new_value"], dtype=np.int64),
         }
 
     # ------------------------------------------------------------------ score

@@ -33,9 +33,9 @@ from probes.framework.params import param
 from probes.framework.probe import Outcome, ProbeInputError, RunContext
 from probes.framework.registry import probe
 from probes.reach import parse_ranges
+from synth.edits.distract import KINDS
+from synth.language import MAX_FACT_TOKENS
 
-KINDS = ("same_attribute", "same_entity", "near_miss")
-STATEMENT_TOKENS = 8  # the longest statement: "the ATTR of ENTITY is V1 V2 ."
 # The language gives a one-token value exactly one near miss ("amber" → "deep amber"), and synth
 # never states one value twice in an example, so near_miss cells exist for k = 1 only.
 NEAR_MISS_MAX = 1
@@ -104,7 +104,7 @@ class Distractor(PairedProbe):
     delta_doc = "mean over answer tokens of NLL(variant: k distractors) − NLL(clean base), nats"
 
     def _distance(self, ctx: RunContext, kmax: int) -> tuple[int, int]:
-        need = STATEMENT_TOKENS * (kmax + 1) + 8
+        need = MAX_FACT_TOKENS * (kmax + 1) + 8
         given = parse_ranges(self.params.distance)
         if given is not None:
             lo, hi = given[0]

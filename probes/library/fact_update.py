@@ -37,8 +37,8 @@ from probes.framework.params import param
 from probes.framework.probe import ProbeInputError, RunContext
 from probes.framework.registry import probe
 from probes.reach import auto_bins, check_ranges, parse_ranges
+from synth.language import MAX_FACT_TOKENS
 
-UPDATE_TOKENS = 8  # the longest statement: "the ATTR of ENTITY is V1 V2 ."
 DISTANCE_HELP = (
     "bins of the distance from the stale statement's last token to the first answer token: "
     "'auto' (fact-swap's bins from the eval geometry, starting after the update) or LO-HI,…"
@@ -73,14 +73,14 @@ class FactUpdate(PairedProbe):
         from synth import rng as rnd
 
         p = self.params
-        floor = p.answer_distance + UPDATE_TOKENS + 1  # the stale fact ends before the update
+        floor = p.answer_distance + MAX_FACT_TOKENS + 1  # the stale fact ends before the update
         given = parse_ranges(p.distance)
         bins = given or auto_bins(ctx.horizon)
         if given and given[0][0] < floor:
             raise ProbeInputError(
                 f"--distance {p.distance!r}: the stale statement must end before the update, at "
                 f"least {floor} tokens before the answer (--answer-distance {p.answer_distance} "
-                f"+ {UPDATE_TOKENS + 1}); e.g. {floor}-{floor + 48}"
+                f"+ {MAX_FACT_TOKENS + 1}); e.g. {floor}-{floor + 48}"
             )
         fixed = []
         for lo, hi in bins:
@@ -106,9 +106,8 @@ class FactUpdate(PairedProbe):
                 self.jobs.append(self._job(ctx, rng, g, d, lead))
 
     def _job(self, ctx: RunContext, rng, group: int, distance: int, lead: int) -> Job:
-        from synth.edits import update
-        from synth.example import Example, Pair, Query
-        from synth.generate import filler, make_example
+        from synth.edits import delete, update
+        from synth.generate import make_example
 
         ad = self.params.answer_distance
         try:
@@ -118,26 +117,16 @@ class FactUpdate(PairedProbe):
             raise ProbeInputError(f"cannot build an update at distance {distance}: {e}") from None
         stale, k = upd.variant, int(upd.meta["stale_fact"])
         old = stale.facts[k]
-        s, e = old.span.start, old.span.end
-        tokens = stale.tokens.copy()
-        doc = int(stale.doc_ids[s])
-        topic = stale.topics[doc] if doc < len(stale.topics) else -1
-        tokens[s:e] = filler(ctx.lang, rng, e - s, topic, int(tokens[s - 1]))
-        base: Example = stale.replace(
-            tokens=tokens,
-            facts=tuple(f for i, f in enumerate(stale.facts) if i != k),
-            queries=tuple(Query(x.fact - (x.fact > k), x.span, x.answer) for x in stale.queries),
-        )
-        alignment = np.arange(len(stale), dtype=np.int64)
-        alignment[s:e] = -1
-        pair = Pair(base, stale, alignment, {"edit": "fact-update", "stale": [s, e]})
+        # base: the stale statement overwritten by neutral filler (nothing moves); variant: stale
+        meta = {"edit": "fact-update", "stale": [old.span.start, old.span.end]}
+        pair = delete(stale, rng, ctx.lang, fact=k).reversed(meta)
         bt, vt = pair.aligned_targets()
         return Job(
             group=group,
             pair=pair,
             base_targets=bt,
             variant_targets=vt,
-            fact_end=e - 1,
+            fact_end=old.span.end - 1,
             sign=1,
             alt=tuple(old.value),
             info={"lead": lead, "gap": distance - ad, "value_len": len(bt)},

@@ -18,13 +18,8 @@ at c. The paper states neither Δ nor the starting c; here they are parameters, 
 result: by default Δ = the eval tgt_len and start = Δ, up to the eval attention length mem_len +
 tgt_len (`--delta`, `--start`, `--max-context`). When no c qualifies, RECL is reported as the
 last c tested with `censored: true` (the true value is larger). Each RECL has a 95 % percentile
-interval from 1,000 bootstrap resamples of the texts (seeded by --seed; the paper gives none).
-Percentile, not t or BCa: RECL is the first grid point where a curve crosses a threshold, a step
-function of the texts that takes only the sweep's few values — there is no mean for a t interval,
-and BCa's bias correction (the share of resamples below the estimate) and jackknife acceleration
-are ill-defined when most resamples tie at the estimate. The interval is descriptive, at the
-grid's resolution (no verdict is drawn from it); with few texts it can under-cover, so read its
-width as a lower bound on the uncertainty.
+interval from 1,000 bootstrap resamples of the texts (seeded by --seed; the paper gives none; why
+percentile and how to read it: probes.engine.bootstrap).
 
 Metrics: `recl` (model → r → {recl, ci95, censored}), `delta`, `start`, `contexts`, `gains`
 (model → r → [g_i(c) for each c but the last]), `models` (id, path, sha256 of each member), and
@@ -46,12 +41,11 @@ from typing import Any
 
 import numpy as np
 
+from probes.engine import bootstrap
 from probes.framework.declarations import Column, effect_row
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, ProbeNotApplicable, RunContext
 from probes.framework.registry import probe
-
-BOOTSTRAP = 1000
 
 
 def check_rs(text: str) -> None:
@@ -184,16 +178,17 @@ class RECL(Probe):
     def summarize(self, ctx: RunContext, losses: np.ndarray, scored) -> Outcome:
         ids = [m.info.id for m in self.models]
         text_of = np.concatenate([np.full(len(s), k) for k, s in enumerate(scored)])
-        rng = np.random.default_rng([ctx.seed, 11])
+        rng = ctx.rng(self.name, "bootstrap")
         th = self.params.threshold
         recl: dict[str, dict[str, Any]] = {mid: {} for mid in ids}
         gain_curves: dict[str, dict[str, list[float]]] = {mid: {} for mid in ids}
         bins = []
         n_texts = len(self.texts)
-        boots = []
-        for _ in range(BOOTSTRAP if n_texts >= 2 else 0):
-            pick = rng.integers(0, n_texts, size=n_texts)
-            boots.append(np.concatenate([np.flatnonzero(text_of == k) for k in pick]))
+        # one set of text resamples for every r and model, expanded to the texts' targets
+        boots = [
+            np.concatenate([np.flatnonzero(text_of == k) for k in pick])
+            for pick in bootstrap.resamples(n_texts, rng)
+        ]
         for r in self.rs:
             key = f"{r:g}"
             point = recl_values(losses, self.contexts, r, th)
@@ -205,11 +200,7 @@ class RECL(Probe):
                 ]
             ).reshape(len(boots), len(ids))
             for i, mid in enumerate(ids):
-                ci = (
-                    [int(np.percentile(draws[:, i], 2.5)), int(np.percentile(draws[:, i], 97.5))]
-                    if len(boots)
-                    else None
-                )
+                ci = bootstrap.percentile_interval(draws[:, i])
                 recl[mid][key] = {"recl": point[i][0], "ci95": ci, "censored": point[i][1]}
                 gain_curves[mid][key] = g[i].tolist()
                 bins.append(

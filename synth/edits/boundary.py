@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -18,10 +19,11 @@ from synth.edits._common import (
     new_fact,
     query_key,
     random_ops,
+    sorted_facts,
     splice,
 )
 from synth.example import Example, Fact, Pair
-from synth.generate import filler
+from synth.generate import assemble
 from synth.language import Language
 
 
@@ -34,14 +36,20 @@ def boundary(
     value: tuple[int, ...] | None = None,
     same_length: bool = True,
     prev_len: int = 64,
+    topic: int | None = None,
+    gap: int | None = None,
+    start: tuple[int, int] = (1, 1),
 ) -> Pair:
     """Write "the ATTR of ENTITY is B ." — the queried fact with another value B — into the document
     before the query's, so that only `<eod>` separates it from the query's document.
 
     Length-preserving (default): the base must already have a previous document (`make_example(...,
     prev_len=N)`); the conflicting fact overwrites filler at a random place inside it, so with `reset`
-    the query's losses must not change at all. `same_length=False`: a new previous document of
-    `prev_len` tokens holding the fact is prepended (doc ids of the base move up by one).
+    the query's losses must not change at all. `same_length=False`: a new previous document holding
+    the fact is prepended (`prepend`; doc ids of the base move up by one), in `topic` (default:
+    drawn): of `prev_len` tokens with the fact at a random place, or, given `gap`, with the fact
+    starting at a position drawn from `start` (lo, hi, both included) and its last token exactly
+    `gap` tokens before the query document's `<eod>` (the new document's length follows).
     B defaults to a value of the answer's length sharing no token with the example's values."""
     q = get_query(base, query)
     entity, attribute = query_key(base, q)
@@ -70,28 +78,27 @@ def boundary(
             base, sp, facts, queries, [move(d, sp) for d in base.distractors]
         )
         prev = pdoc
+        alignment = sp.alignment
     else:
-        if prev_len < len(toks) + 2:
+        if gap is None and prev_len < len(toks) + 2:
             raise ValueError(
                 f"boundary: prev_len={prev_len} cannot hold the fact ({len(toks)} tokens) after <eod>"
             )
-        topic = rnd.randint(rng, lang.n_topics)
-        s = 1 + rnd.randint(rng, prev_len - len(toks))
-        head = np.full(prev_len, -1, dtype=np.int64)
-        head[0] = lang.vocab.eod_id
-        head[s : s + len(toks)] = toks
-        free = head == -1
-        head[free] = filler(lang, rng, int(free.sum()), topic)
-        prev = int(base.doc_ids.min()) if len(base) else 0
-        shifted = base.replace(doc_ids=base.doc_ids + 1)
-        sp = splice(shifted, [Op(0, 0, head, prev)])
-        facts = [_redoc(move_fact(f, sp), f.doc + 1) for f in base.facts]
-        facts.append(new_fact(lang, entity, attribute, val, s, prev))
-        queries = [move_query(x, sp) for x in base.queries]
-        shifted = shifted.replace(topics=(topic, *base.topics))
-        variant, index = assemble_variant(
-            shifted, sp, facts, queries, [move(d, sp) for d in base.distractors]
+        if gap is not None and (gap < 1 or not 1 <= start[0] <= start[1]):
+            raise ValueError(f"boundary: need gap >= 1 and 1 <= start lo <= hi, got {gap}, {start}")
+        topic = rnd.randint(rng, lang.n_topics) if topic is None else int(topic)
+        if gap is None:
+            s = 1 + rnd.randint(rng, prev_len - len(toks))
+        else:
+            s = rnd.randrange(rng, *start)
+            prev_len = s + len(toks) - 1 + gap
+        pre = prepend(base, rng, lang, length=prev_len, topic=topic, blocks=[(s, toks)])
+        prev = pre.meta["doc"]
+        fs, qs, index = sorted_facts(
+            [*pre.variant.facts, new_fact(lang, entity, attribute, val, s, prev)],
+            pre.variant.queries,
         )
+        variant, alignment = pre.variant.replace(facts=fs, queries=qs), pre.alignment
     conflict = variant.facts[index[-1]]
     meta = {
         "edit": "boundary",
@@ -103,6 +110,35 @@ def boundary(
         "conflict": [conflict.span.start, conflict.span.end],
         "cross_distance": int(variant.queries[query].answer.start - (conflict.span.end - 1)),
     }
+    return Pair(base, variant, alignment, meta)
+
+
+def prepend(
+    base: Example,
+    rng: np.random.Generator,
+    lang: Language,
+    *,
+    length: int,
+    topic: int,
+    blocks: Sequence[tuple[int, np.ndarray]] = (),
+) -> Pair:
+    """`base` after a new first document of `length` tokens in `topic`: `<eod>`, the `blocks`
+    ((start, tokens), not annotated) and topic filler (`generate.assemble`). The new document takes
+    the base's lowest doc id and the base's ids move up by one; the base's annotations keep their
+    order. Variant: the longer text (alignment −1 on the new document); meta["doc"] its doc id."""
+    head = assemble(lang, rng, length, blocks, int(topic))
+    prev = int(base.doc_ids.min()) if len(base) else 0
+    shifted = base.replace(doc_ids=base.doc_ids + 1)
+    sp = splice(shifted, [Op(0, 0, head, prev)])
+    variant = shifted.replace(
+        tokens=sp.tokens,
+        doc_ids=sp.doc_ids,
+        facts=tuple(_redoc(move_fact(f, sp), f.doc + 1) for f in base.facts),
+        queries=tuple(move_query(x, sp) for x in base.queries),
+        distractors=tuple(sorted(move(d, sp) for d in base.distractors)),
+        topics=(int(topic), *base.topics),
+    )
+    meta = {"edit": "prepend", "length": int(length), "topic": int(topic), "doc": prev}
     return Pair(base, variant, sp.alignment, meta)
 
 

@@ -15,13 +15,22 @@ def delete(
     lang: Language,
     *,
     query: int = 0,
+    fact: int | None = None,
     same_length: bool = True,
 ) -> Pair:
-    """Remove `query`'s fact. By default its span becomes neutral filler of the same length (the
-    document's topic, continuing the chain), so every other token keeps its index; with
-    `same_length=False` the span is cut out and later tokens move up. Queries of the deleted fact keep
-    their answer tokens and get `fact=-1`."""
-    _, fi, f = supporting_fact(base, query, "delete")
+    """Remove `query`'s fact, or the stated fact `fact` (an index into `base.facts`: one that no
+    query needs to refer to, such as an update's stale statement). By default its span becomes
+    neutral filler of the same length (the document's topic, continuing the chain), so every other
+    token keeps its index; with `same_length=False` the span is cut out and later tokens move up.
+    Queries of the deleted fact keep their answer tokens and get `fact=-1`."""
+    if fact is None:
+        _, fi, f = supporting_fact(base, query, "delete")
+    elif 0 <= fact < len(base.facts):
+        fi, f = fact, base.facts[fact]
+    else:
+        raise ValueError(
+            f"delete: fact {fact} does not exist: the base has {len(base.facts)} facts"
+        )
     s, e = f.span.start, f.span.end
     new = neutral_filler(lang, rng, base, s, e - s) if same_length else np.zeros(0, dtype=np.int64)
     sp = splice(base, [Op(s, e, new)])
@@ -39,7 +48,7 @@ def delete(
     )
     meta = {
         "edit": "delete",
-        "query": query,
+        "query": query if fact is None else None,
         "fact": fi,
         "deleted": [s, e],
         "value": list(f.value),
