@@ -30,3 +30,12 @@ def test_interval_of_a_first_crossing_statistic():
         lambda idx: int(np.median(values[idx])), len(values), make_rng(1, "probe")
     )
     assert again == ci  # the same seed, the same interval
+
+
+def test_percentile_interval_ends_are_values_of_the_statistic_never_between_two():
+    from probes.engine.bootstrap import percentile_interval
+
+    draws = [192] * 25 + [320] * 975  # linear interpolation would put the low end at 316
+    lo, hi = percentile_interval(draws)
+    assert lo in (192, 320) and hi == 320
+    assert lo == 192  # the 25th smallest of 1,000 is the 2.5th percentile

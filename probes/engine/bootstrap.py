@@ -33,10 +33,13 @@ def resamples(n: int, rng: np.random.Generator, reps: int = REPS) -> np.ndarray:
 
 
 def percentile_interval(draws: Sequence[int] | np.ndarray) -> list[int] | None:
-    """The 95 % percentile interval of one statistic's resampled values (None without any)."""
+    """The 95 % percentile interval of one statistic's resampled values (None without any).
+    Its ends are resampled values themselves (the inverted empirical CDF, no interpolation):
+    a point of the grid, never one between two."""
     if len(draws) == 0:
         return None
-    return [int(np.percentile(draws, 2.5)), int(np.percentile(draws, 97.5))]
+    ends = np.percentile(np.asarray(draws), [2.5, 97.5], method="inverted_cdf")
+    return [int(ends[0]), int(ends[1])]
 
 
 def interval(
