@@ -116,6 +116,18 @@ def answer_job(
     )
 
 
+def draws_per_bin(name: str, ctx: RunContext, bins: list[tuple[int, int]]):
+    """(group, rng, distance) for ctx.n pairs per bin: each bin draws from its own stream, keyed
+    by the probe's name and the bin's own edges (module docstring), the distance first, uniform
+    in [lo, hi); whatever else a pair draws comes from the same rng before the next one."""
+    from synth import rng as rnd
+
+    for g, (lo, hi) in enumerate(bins):
+        rng = ctx.rng(name, lo, hi)
+        for _ in range(ctx.n):
+            yield g, rng, rnd.randrange(rng, lo, hi)
+
+
 def plan_by_distance(probe, ctx: RunContext, edit, alt=None) -> None:
     """Fill `probe.groups` (one per distance bin) and `probe.jobs` (ctx.n pairs per bin): a base
     example per pair (`probe.params.distance` / `.lead`), `edit(base, rng)` makes its pair;
@@ -126,12 +138,9 @@ def plan_by_distance(probe, ctx: RunContext, edit, alt=None) -> None:
     lead_lo, lead_hi = lead_range(probe.params.lead, ctx)
     probe.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
     probe.jobs = []
-    for g, (lo, hi) in enumerate(bins):
-        rng = ctx.rng(probe.name, lo, hi)
-        for _ in range(ctx.n):
-            d = rnd.randrange(rng, lo, hi)
-            lead = rnd.randrange(rng, lead_lo, lead_hi)
-            base = base_example(ctx, rng, d, lead)
-            pair = edit(base, rng)
-            job_alt = None if alt is None else alt(pair)
-            probe.jobs.append(answer_job(g, pair, base, {"lead": lead}, alt=job_alt))
+    for g, rng, d in draws_per_bin(probe.name, ctx, bins):
+        lead = rnd.randrange(rng, lead_lo, lead_hi)
+        base = base_example(ctx, rng, d, lead)
+        pair = edit(base, rng)
+        job_alt = None if alt is None else alt(pair)
+        probe.jobs.append(answer_job(g, pair, base, {"lead": lead}, alt=job_alt))

@@ -244,7 +244,6 @@ class PairedProbe(Probe):
             metrics=metrics,
             bins=bins,
             checks=self._checks(ctx, records),
-            verdict="",
             metric_docs=self.metric_docs(has_alt),
             higher_is_better=hib,
             n_pairs=len(records),
@@ -311,15 +310,14 @@ class PairedProbe(Probe):
             f"clamp {g.clamp_len} {'same_length ' if g.same_length else ''}{g.policy}"
         )
 
-        def draw(run_dir) -> str:
-            plots.delta_by_distance(
-                run_dir / "delta_by_distance.png",
-                outcome.bins,
-                title=title,
-                direct=direct,
-                reach=reach,
-                series_key=self.plot_series,
-            )
-            return "delta_by_distance.png"
+        draw = plots.deferred(
+            plots.delta_by_distance,
+            "delta_by_distance.png",
+            outcome.bins,
+            title=title,
+            direct=direct,
+            reach=reach,
+            series_key=self.plot_series,
+        )
 
         return [draw]

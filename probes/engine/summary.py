@@ -99,21 +99,25 @@ def by_horizon(records: list[dict]) -> dict[str, dict]:
     return out
 
 
-def by_reach(records: list[dict]) -> dict[str, dict]:
-    """Delta and accuracy of the pairs whose first answer token is direct / layered / beyond."""
+def by_reach(
+    records: list[dict], key: str = "delta", accuracy: str | None = "correct_base"
+) -> dict[str, dict]:
+    """The pair value `key` (and the accuracy flag `accuracy`, if any) of the pairs whose first
+    answer token sees the edit direct / layered / beyond."""
     out = {}
     for label in REACH_LABELS:
         sel = [r for r in records if r["reach"] == label]
         if not sel:
             continue
-        d = stats.describe(np.array([r["delta"] for r in sel]))
+        d = stats.describe(np.array([r[key] for r in sel]))
         out[label] = {
             "n": d["n"],
             "delta_mean": d["mean"],
             "ci95": d["ci95"],
             "p_value": d["p_value"],
-            "accuracy": stats.accuracy(_flags(sel, "correct_base"))["accuracy"],
         }
+        if accuracy is not None:
+            out[label]["accuracy"] = stats.accuracy(_flags(sel, accuracy))["accuracy"]
     return out
 
 
@@ -142,14 +146,13 @@ def paired_checks(records: list[dict], tol: float) -> dict[str, dict]:
     }
 
 
-def token_arrays(records: list[dict], toks: list[dict]) -> dict[str, np.ndarray]:
-    """tokens.npz: every scored token of every pair, flat, with its pair and group."""
-    keys = ["position_base", "position_variant", "distance", "nll_base", "nll_variant"]
-    keys += ["direct", "reach"]
-    if any("nll_base_alt" in t for t in toks):
-        keys += ["nll_base_alt", "nll_variant_alt"]
+def flat_arrays(
+    records: list[dict], toks: list[dict], keys: list[str], length_key: str
+) -> dict[str, np.ndarray]:
+    """tokens.npz: every scored token of every pair, flat, with its pair and group (a key a pair
+    lacks is NaN there)."""
     out: dict[str, np.ndarray] = {}
-    counts = np.array([len(t["position_base"]) for t in toks], dtype=np.int64)
+    counts = np.array([len(t[length_key]) for t in toks], dtype=np.int64)
     out["pair"] = np.repeat(np.arange(len(toks), dtype=np.int64), counts)
     out["group"] = np.repeat(np.array([r["group"] for r in records], dtype=np.int64), counts)
     for k in keys:
@@ -157,6 +160,17 @@ def token_arrays(records: list[dict], toks: list[dict]) -> dict[str, np.ndarray]
             np.asarray(t.get(k, np.full(c, np.nan))) for t, c in zip(toks, counts, strict=True)
         ]
         out[k] = np.concatenate(parts) if parts else np.zeros(0)
+    return out
+
+
+def token_arrays(records: list[dict], toks: list[dict]) -> dict[str, np.ndarray]:
+    """The paired engine's tokens.npz: positions in both texts, distances, both NLLs, the two
+    lengths and the reach label of every answer token."""
+    keys = ["position_base", "position_variant", "distance", "nll_base", "nll_variant"]
+    keys += ["direct", "reach"]
+    if any("nll_base_alt" in t for t in toks):
+        keys += ["nll_base_alt", "nll_variant_alt"]
+    out = flat_arrays(records, toks, keys, "position_base")
     out["reach_label"] = np.concatenate(
         [[REACH_LABELS.index(x) for x in t["labels"]] for t in toks]
     ).astype(np.int8)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from probes.framework.params import increasing_ints
 from probes.framework.probe import ProbeInputError, RunContext
 
 MIN_FACT_DISTANCE = 8
@@ -54,25 +55,15 @@ def require_window(models, probe: str) -> None:
 
 
 def parse_contexts(text: str, maximum: int | None = None) -> list[int]:
-    """'auto' → 1, 2, 4, … < maximum, and maximum; else the given increasing list (each ≥ 1)."""
-    text = text.strip()
-    if text == "auto":
+    """'auto' → 1, 2, 4, … < maximum, and maximum; else the given increasing list (each ≥ 1: a
+    prediction needs at least its input token)."""
+
+    def auto() -> list[int]:
         if maximum is None:
             return []
-        out = [1 << k for k in range(0, 64) if (1 << k) < maximum]
-        return [*out, maximum]
-    try:
-        out = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise ValueError(
-            f"{text!r} is not a list of lengths; write 'auto' or e.g. 1,16,64"
-        ) from None
-    if any(c < 1 for c in out) or sorted(set(out)) != out:
-        raise ValueError(
-            f"contexts {text!r} must be increasing integers >= 1 (a prediction needs at least its "
-            "input token), e.g. 1,16,64"
-        )
-    return out
+        return [*(1 << k for k in range(0, 64) if (1 << k) < maximum), maximum]
+
+    return increasing_ints(text, "contexts", "1,16,64", auto)
 
 
 def check_contexts(text: str) -> None:

@@ -101,6 +101,16 @@ class RunOptions:
     def click_options(cls, only=None, *, multiple=()) -> list:
         return click_options(cls, only=only, multiple=multiple)
 
+    def geometry_overrides(self) -> dict[str, Any]:
+        """The evaluation geometry's fields these options set (None: the model's default)."""
+        return {
+            "mem_len": self.mem,
+            "tgt_len": self.tgt_len,
+            "clamp_len": self.clamp_len,
+            "same_length": self.same_length,
+            "reset": self.reset,
+        }
+
     def record(self) -> dict[str, Any]:
         """The options as run.json records them (`model` already resolved to names/paths)."""
         return dataclasses.asdict(self)

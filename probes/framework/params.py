@@ -57,6 +57,24 @@ def param(
     return dataclasses.field(default=default, metadata=meta)
 
 
+def increasing_ints(
+    text: str, what: str, example: str, auto: Callable[[], list[int]] | None = None
+) -> list[int]:
+    """A parameter written as a comma list of increasing integers >= 1 ("8,256,1024"), or
+    "auto" when `auto` gives the default list. ValueError (one line) saying what is right."""
+    text = text.strip()
+    if text == "auto" and auto is not None:
+        return auto()
+    hint = f"write 'auto' or e.g. {example}" if auto is not None else f"e.g. {example}"
+    try:
+        out = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{text!r} is not a list of {what}; {hint}") from None
+    if any(x < 1 for x in out) or sorted(set(out)) != out:
+        raise ValueError(f"{what} {text!r} must be increasing integers >= 1, e.g. {example}")
+    return out
+
+
 def option_name(field: str) -> str:
     return "--" + field.replace("_", "-")
 

@@ -113,9 +113,9 @@ def hash_key(part: int | str) -> int:
 class Outcome:
     metrics: dict[str, Any]
     bins: list[dict[str, Any]]
-    checks: dict[str, dict[str, Any]]
-    verdict: str
     metric_docs: dict[str, str]
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    verdict: str = ""  # usually written once the rest is known: outcome.verdict = …
     higher_is_better: dict[str, bool] = field(default_factory=dict)
     n_pairs: int = 0
     arrays: dict[str, np.ndarray] = field(default_factory=dict)

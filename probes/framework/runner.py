@@ -121,14 +121,7 @@ def prepare(
     from probes.protocol import horizon as horizon_of
 
     try:
-        geometry = geometry_of(
-            lm,
-            mem_len=opts.mem,
-            tgt_len=opts.tgt_len,
-            clamp_len=opts.clamp_len,
-            same_length=opts.same_length,
-            reset=opts.reset,
-        )
+        geometry = geometry_of(lm, **opts.geometry_overrides())
     except ValueError as e:
         raise ProbeInputError(f"bad evaluation geometry: {e}") from None
     group = loaded if getattr(cls, "model_group", False) else []

@@ -90,49 +90,50 @@ class Boundary(Probe):
         self.texts = [make_local_example(ctx.lang, rng, self.length) for _ in range(ctx.n)]
 
     def execute(self, ctx: RunContext) -> Outcome:
-        from probes.engine.paired import Rows
-        from probes.protocol import max_rows, score_rows
+        from probes.engine.rows import score_batches
+
+        S = self.params.segments
+        records, curves = score_batches(
+            ctx,
+            list(range(len(self.texts))),
+            S + 1,  # the text, and one row per scored segment with a boundary before it
+            f"{self.name}: scoring texts",
+            lambda items: self._score(ctx, items),
+        )
+        return self.summarize(ctx, records, curves)
+
+    def _score(self, ctx: RunContext, items):
+        """Each text with memory, without (mem_len 0), and with a document boundary before each
+        scored segment; one (record, curve) per text."""
+        from probes.engine.rows import Rows
+        from probes.protocol import score_rows
 
         T = ctx.geometry.tgt_len
-        S = self.params.segments
         eod = ctx.lang.vocab.eod_id
-        seg_starts = [(self.warm + s) * T for s in range(S)]
+        seg_starts = [(self.warm + s) * T for s in range(self.params.segments)]
         check = np.arange(1, min(T, CHECK_TOKENS) + 1)
         scored = np.concatenate([k + 1 + np.arange(T) for k in seg_starts])
-        per_batch = max(1, max_rows(ctx.model, ctx.geometry) // (S + 1))
-        records, curves = [], []
-        with ctx.steps(len(self.texts), f"{self.name}: scoring texts") as advance:
-            for lo in range(0, len(self.texts), per_batch):
-                rows = Rows()
-                layout = []
-                for i in range(lo, min(lo + per_batch, len(self.texts))):
-                    ex = self.texts[i]
-                    r_main = rows.add(ex.tokens, ex.doc_ids, np.r_[check, scored])
-                    r_docs = []
-                    for k in seg_starts:
-                        tok = ex.tokens[: k + T + 1].copy()
-                        doc = ex.doc_ids[: k + T + 1].copy()
-                        tok[k] = eod
-                        doc[k:] = doc[k - 1] + 1
-                        r_docs.append(rows.add(tok, doc, k + 1 + np.arange(T), r_main, k))
-                    layout.append((i, r_main, r_docs))
-                tokens, docs, pos, parent, shared = rows.arrays(ctx.lang.vocab.pad_id)
-                mem = score_rows(
-                    ctx.model, tokens, docs, pos, ctx.geometry, parent=parent, shared=shared
-                )
-                main = np.array([r for _, r, _ in layout])
-                nomem = score_rows(
-                    ctx.model, tokens[main], docs[main], pos[main], self.nomem_geometry
-                )
-                for j, (i, r_main, r_docs) in enumerate(layout):
-                    rec, curve = self._record(
-                        ctx, i, mem.nll, nomem.nll[j], r_main, r_docs, seg_starts, check
-                    )
-                    records.append(rec)
-                    curves.append(curve)
-                    ctx.sample(rec)
-                advance(len(layout))
-        return self.summarize(ctx, records, curves)
+        rows = Rows()
+        layout = []
+        for i in items:
+            ex = self.texts[i]
+            r_main = rows.add(ex.tokens, ex.doc_ids, np.r_[check, scored])
+            r_docs = []
+            for k in seg_starts:
+                tok = ex.tokens[: k + T + 1].copy()
+                doc = ex.doc_ids[: k + T + 1].copy()
+                tok[k] = eod
+                doc[k:] = doc[k - 1] + 1
+                r_docs.append(rows.add(tok, doc, k + 1 + np.arange(T), r_main, k))
+            layout.append((i, r_main, r_docs))
+        tokens, docs, pos, parent, shared = rows.arrays(ctx.lang.vocab.pad_id)
+        mem = score_rows(ctx.model, tokens, docs, pos, ctx.geometry, parent=parent, shared=shared)
+        main = np.array([r for _, r, _ in layout])
+        nomem = score_rows(ctx.model, tokens[main], docs[main], pos[main], self.nomem_geometry)
+        return [
+            self._record(ctx, i, mem.nll, nomem.nll[j], r_main, r_docs, seg_starts, check)
+            for j, (i, r_main, r_docs) in enumerate(layout)
+        ]
 
     def _record(self, ctx, i, nll, nomem_row, r_main, r_docs, seg_starts, check):
         T = ctx.geometry.tgt_len
@@ -215,7 +216,6 @@ class Boundary(Probe):
             metrics=metrics,
             bins=bins,
             checks=checks,
-            verdict="",
             metric_docs=METRIC_DOCS,
             higher_is_better={"delta_mean": True, "gain": True, "doc": False},
             n_pairs=len(records),
@@ -282,17 +282,16 @@ class Boundary(Probe):
             f"local-only text · first {self.params.first} positions = segment start"
         )
 
-        def draw(run_dir) -> str:
-            plots.delta_by_distance(
-                run_dir / "boundary_gain.png",
-                pts,
-                title=title,
-                ylabel="NLL(condition) − NLL(mem) (nats/token, mean over texts)",
-                xlabel="position in the segment (0: predicted by the segment's first input)",
-                x_key="position",
-                series_key="kind",
-            )
-            return "boundary_gain.png"
+        draw = plots.deferred(
+            plots.delta_by_distance,
+            "boundary_gain.png",
+            pts,
+            title=title,
+            ylabel="NLL(condition) − NLL(mem) (nats/token, mean over texts)",
+            xlabel="position in the segment (0: predicted by the segment's first input)",
+            x_key="position",
+            series_key="kind",
+        )
 
         return draw
 

@@ -188,8 +188,6 @@ class ContextSweep(Probe):
         outcome = Outcome(
             metrics=metrics,
             bins=bins,
-            checks={},
-            verdict="",
             metric_docs=METRIC_DOCS,
             higher_is_better={"answer_nll": False, "ordinary_nll": False, "answer_accuracy": True},
             n_pairs=len(self.texts),
@@ -221,6 +219,7 @@ class ContextSweep(Probe):
         return outcome
 
     def _plot(self, ctx, bins):
+        from probes.report import plots
         from probes.report.plots import line_plot
 
         xs = [b["c"] for b in bins]
@@ -242,17 +241,16 @@ class ContextSweep(Probe):
         g = ctx.geometry
         title = f"{self.name} · {ctx.model.info.id} · tgt {g.tgt_len} clamp {g.clamp_len}"
 
-        def draw(run_dir) -> str:
-            line_plot(
-                run_dir / "context_sweep.png",
-                series,
-                title=title,
-                xlabel="visible history c (tokens)",
-                ylabel="NLL (nats/token, mean over texts)",
-                logx=True,
-                vlines=[(g.mem_len + g.tgt_len, "eval mem+tgt")],
-            )
-            return "context_sweep.png"
+        draw = plots.deferred(
+            line_plot,
+            "context_sweep.png",
+            series,
+            title=title,
+            xlabel="visible history c (tokens)",
+            ylabel="NLL (nats/token, mean over texts)",
+            logx=True,
+            vlines=[(g.mem_len + g.tgt_len, "eval mem+tgt")],
+        )
 
         return draw
 

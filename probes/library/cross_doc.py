@@ -46,15 +46,24 @@ from typing import Any
 import numpy as np
 
 from probes import stats
+from probes.engine.fact_pairs import draws_per_bin
+from probes.engine.summary import by_reach, flat_arrays
 from probes.framework.declarations import DISTANCE, REACH, STATS, Column, effect_row, signed
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.framework.registry import probe
 from probes.protocol import tolerance
-from probes.reach import REACH_LABELS, auto_bins, check_ranges, classify, label_bin, parse_ranges
+from probes.reach import auto_bins, check_ranges, classify, label_bin, parse_ranges
+from synth.language import FACT_VALUE_OFFSET
 
 KINDS = ("carry-reset", "foreign-reset", "conflict")
-POLICIES = ("reset", "carry", "foreign")  # every one runs, whatever the geometry's own policy
+POLICIES = ("reset", "carry", "foreign")
+NLLS = (
+    "reset",
+    "reset_foreign",
+    "carry",
+    "foreign",
+)  # the scored conditions  # every one runs, whatever the geometry's own policy
 FAMILIES = (
     *(("answer", k) for k in (*KINDS, "pull")),
     *(("first", k) for k in KINDS),
@@ -105,101 +114,89 @@ class CrossDoc(Probe):
 
     def plan(self, ctx: RunContext) -> None:
         from probes.protocol import horizon
-        from synth import rng as rnd
 
         p = self.params
         self.reset_geometry = replace(ctx.geometry, reset=True)
         self.carry_geometry = replace(ctx.geometry, reset=False)
         self.carry_horizon = horizon(ctx.model, self.carry_geometry)
-        offset = B_LEAD + 7 + p.b_distance  # B's first answer token after its <eod> (1-token V)
+        # B's first answer token after its <eod>: its lead, its fact with a one-token value, then
+        # b_distance
+        offset = B_LEAD + FACT_VALUE_OFFSET + 2 + p.b_distance
         bins = parse_ranges(p.distance) or gap_bins(self.carry_horizon, offset)
         self.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
-        self.pairs = []
-        for g, (lo, hi) in enumerate(bins):
-            rng = ctx.rng(self.name, lo, hi)
-            for _ in range(ctx.n):
-                gap = rnd.randrange(rng, lo, hi)
-                self.pairs.append(self._pair(ctx, rng, g, gap))
+        self.pairs = [
+            self._pair(ctx, rng, g, gap) for g, rng, gap in draws_per_bin(self.name, ctx, bins)
+        ]
 
     def _pair(self, ctx: RunContext, rng, group: int, gap: int) -> dict[str, Any]:
-        from synth import rng as rnd
-        from synth.edits import boundary
-        from synth.edits.boundary import prepend
-        from synth.generate import make_example
+        from synth.edits.boundary import cross_document
 
-        lang, p = ctx.lang, self.params
-        n_top = lang.n_topics
-        t_b, t_a, t_f = (rnd.sample(rng, range(n_top), 3) if n_top >= 3 else [0, 0, 0])[:3]
+        p = self.params
         try:
-            b = make_example(lang, rng, [p.b_distance], lead=B_LEAD, topic=int(t_b))
+            texts = cross_document(
+                ctx.lang,
+                rng,
+                b_distance=p.b_distance,
+                b_lead=B_LEAD,
+                gap=gap,
+                start=(1, ctx.geometry.tgt_len),
+            )
         except ValueError as e:
             raise ProbeInputError(f"--b-distance {p.b_distance}: {e}") from None
-        # A: B's fact with another value V′, starting 1 to tgt_len tokens after A's <eod> and
-        # ending `gap` tokens before B's <eod>; the foreign document: as long as A, no facts
-        start = (1, ctx.geometry.tgt_len)
-        conf = boundary(b, rng, lang, same_length=False, topic=int(t_a), gap=gap, start=start)
-        a_b = conf.variant
-        len_a = len(a_b) - len(b)
-        foreign = prepend(b, rng, lang, length=len_a, topic=int(t_f)).variant
+        a_b = texts.conflict
         return {
             "group": group,
             "gap": gap,
-            "fact_end": conf.meta["conflict"][1] - 1,
-            "len_a": len_a,
+            "fact_end": texts.fact_end,
+            "len_a": texts.len_a,
             "conf": a_b.tokens,
-            "foreign": foreign.tokens,
+            "foreign": texts.foreign.tokens,
             "doc_ids": a_b.doc_ids,
             "answer": a_b.queries[0].answer.indices(),
-            "first": len_a + 1 + np.arange(p.first),
-            "stale": np.array(conf.meta["new_value"], dtype=np.int64),
+            "first": texts.len_a + 1 + np.arange(p.first),
+            "stale": np.array(texts.stale, dtype=np.int64),
         }
 
     # ------------------------------------------------------------------ score
 
     def execute(self, ctx: RunContext) -> Outcome:
-        from probes.engine.paired import Rows
-        from probes.protocol import max_rows, score_rows
+        from probes.engine.rows import score_batches
 
-        model = ctx.model
-        per_batch = max(1, max_rows(model, ctx.geometry) // 4)
         order = sorted(range(len(self.pairs)), key=lambda i: len(self.pairs[i]["conf"]))
-        records: list[dict | None] = [None] * len(self.pairs)
-        toks: list[dict | None] = [None] * len(self.pairs)
-        with ctx.steps(len(self.pairs), f"{self.name}: scoring pairs") as advance:
-            for start in range(0, len(order), per_batch):
-                idx = order[start : start + per_batch]
-                rows = Rows()
-                layout = []
-                for i in idx:
-                    pr = self.pairs[i]
-                    end = int(pr["answer"][-1]) + 1
-                    scored = np.r_[pr["first"], pr["answer"]]
-                    docs = pr["doc_ids"][:end]
-                    r_c = rows.add(pr["conf"][:end], docs, scored)
-                    r_f = rows.add(pr["foreign"][:end], docs, scored)
-                    alts = []
-                    for r in (r_c, r_f):
-                        t = rows.tokens[r].copy()
-                        t[pr["answer"]] = pr["stale"]
-                        alts.append(rows.add(t, docs, pr["answer"], r, int(pr["answer"][0])))
-                    layout.append((i, r_c, r_f, *alts))
-                tokens, docs, pos, parent, shared = rows.arrays(ctx.lang.vocab.pad_id)
-                out = {}
-                for name, geometry in (
-                    ("reset", self.reset_geometry),
-                    ("carry", self.carry_geometry),
-                ):
-                    out[name] = score_rows(
-                        model, tokens, docs, pos, geometry, parent=parent, shared=shared
-                    )
-                for i, r_c, r_f, r_ca, r_fa in layout:
-                    rec, tok = self._record(ctx, i, out, r_c, r_f, r_ca, r_fa)
-                    records[i], toks[i] = rec, tok
-                    ctx.sample(rec)
-                advance(len(idx))
+        records, toks = score_batches(
+            ctx, order, 4, f"{self.name}: scoring pairs", lambda items: self._score(ctx, items)
+        )
         return self.summarize(ctx, records, toks)
 
-    def _record(self, ctx, i: int, out, r_c, r_f, r_ca, r_fa):
+    def _score(self, ctx: RunContext, items):
+        """A's and the foreign text before B, each also with V′ in B's answer, under both
+        cache policies; one (record, tokens) per pair."""
+        from probes.engine.rows import Rows
+        from probes.protocol import score_rows
+
+        rows = Rows()
+        layout = []
+        for i in items:
+            pr = self.pairs[i]
+            end = int(pr["answer"][-1]) + 1
+            scored = np.r_[pr["first"], pr["answer"]]
+            docs = pr["doc_ids"][:end]
+            r_c = rows.add(pr["conf"][:end], docs, scored)
+            r_f = rows.add(pr["foreign"][:end], docs, scored)
+            alts = []
+            for r in (r_c, r_f):
+                t = rows.tokens[r].copy()
+                t[pr["answer"]] = pr["stale"]
+                alts.append(rows.add(t, docs, pr["answer"], r, int(pr["answer"][0])))
+            layout.append((i, r_c, r_f, *alts))
+        tokens, docs, pos, parent, shared = rows.arrays(ctx.lang.vocab.pad_id)
+        out = {
+            name: score_rows(ctx.model, tokens, docs, pos, geometry, parent=parent, shared=shared)
+            for name, geometry in (("reset", self.reset_geometry), ("carry", self.carry_geometry))
+        }
+        return [self._record(ctx, *where, out) for where in layout]
+
+    def _record(self, ctx, i: int, r_c, r_f, r_ca, r_fa, out):
         pr = self.pairs[i]
         ans, first = pr["answer"], pr["first"]
         rs, cs = out["reset"], out["carry"]
@@ -220,9 +217,7 @@ class CrossDoc(Probe):
             rs.nll[r_ca, ans] - rs.nll[r_fa, ans],
         ]
         # tokens of B that the carry geometry lets see nothing of A (A's last token is len_a − 1)
-        hz = self.carry_horizon
-        reach = np.array([hz.token(int(t))[1] for t in scored])
-        direct = np.array([hz.token(int(t))[0] for t in scored])
+        direct, reach = self.carry_horizon.tokens(scored)
         blind = (scored - (pr["len_a"] - 1)) > reach
         dist = scored - pr["fact_end"]
         rec: dict[str, Any] = {
@@ -313,7 +308,6 @@ class CrossDoc(Probe):
             metrics=metrics,
             bins=bins,
             checks=checks,
-            verdict="",
             metric_docs=METRIC_DOCS,
             higher_is_better={
                 "delta_mean": False,
@@ -325,7 +319,19 @@ class CrossDoc(Probe):
                 "accuracy_carry": True,
             },
             n_pairs=len(records),
-            arrays=self._arrays(records, toks),
+            arrays=flat_arrays(
+                records,
+                toks,
+                [
+                    "position",
+                    "is_answer",
+                    "distance",
+                    "direct",
+                    "reach",
+                    *(f"nll_{k}" for k in NLLS),
+                ],
+                "position",
+            ),
         )
         outcome.verdict = self._verdict(outcome)
         outcome.plots = [self._plot(ctx, bins)]
@@ -337,17 +343,6 @@ class CrossDoc(Probe):
 
         main = d("carry_reset_answer")
         acc = stats.accuracy(np.array([r["correct_reset"] for r in records], bool))
-        by_reach = {}
-        for label in REACH_LABELS:
-            sel = [r["carry_reset_answer"] for r in records if r["reach"] == label]
-            if sel:
-                x = stats.describe(np.array(sel))
-                by_reach[label] = {
-                    "n": x["n"],
-                    "delta_mean": x["mean"],
-                    "ci95": x["ci95"],
-                    "p_value": x["p_value"],
-                }
         leak = [r["reset_leak_max_abs"] for r in records]
         return {
             "delta_mean": main["mean"],
@@ -374,7 +369,7 @@ class CrossDoc(Probe):
             "accuracy_foreign": stats.accuracy(
                 np.array([r["correct_foreign"] for r in records], bool)
             )["accuracy"],
-            "by_reach": by_reach,
+            "by_reach": by_reach(records, "carry_reset_answer", accuracy=None),
             "policies": list(POLICIES),
         }
 
@@ -399,18 +394,6 @@ class CrossDoc(Probe):
                 "carry, foreign and reset",
             },
         }
-
-    def _arrays(self, records: list[dict], toks: list[dict]) -> dict[str, np.ndarray]:
-        counts = np.array([len(t["position"]) for t in toks], dtype=np.int64)
-        out = {
-            "pair": np.repeat(np.arange(len(toks), dtype=np.int64), counts),
-            "group": np.repeat(np.array([r["group"] for r in records], np.int64), counts),
-        }
-        for key in ("position", "is_answer", "distance", "direct", "reach"):
-            out[key] = np.concatenate([t[key] for t in toks])
-        for key in ("nll_reset", "nll_reset_foreign", "nll_carry", "nll_foreign"):
-            out[key] = np.concatenate([t[key] for t in toks])
-        return out
 
     def _verdict(self, outcome: Outcome) -> str:
         m = outcome.metrics
@@ -452,16 +435,15 @@ class CrossDoc(Probe):
         )
         shown = [b for b in bins if b["kind"] != "pull"]
 
-        def draw(run_dir) -> str:
-            plots.delta_by_distance(
-                run_dir / "cross_doc.png",
-                shown,
-                title=title,
-                ylabel="Δ NLL on B's tokens (nats, mean over pairs)",
-                xlabel="distance from A's fact to the document boundary (tokens)",
-                series_key="measure",
-            )
-            return "cross_doc.png"
+        draw = plots.deferred(
+            plots.delta_by_distance,
+            "cross_doc.png",
+            shown,
+            title=title,
+            ylabel="Δ NLL on B's tokens (nats, mean over pairs)",
+            xlabel="distance from A's fact to the document boundary (tokens)",
+            series_key="measure",
+        )
 
         return draw
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from probes.engine.fact_pairs import LEAD_HELP, answer_job, base_example, check_lead, lead_range
 from probes.engine.paired import PairedProbe
 from probes.framework.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
-from probes.framework.params import param
+from probes.framework.params import increasing_ints, param
 from probes.framework.probe import Outcome, ProbeInputError, RunContext
 from probes.framework.registry import probe
 from probes.reach import parse_ranges
@@ -53,13 +53,7 @@ def parse_kinds(text: str) -> list[str]:
 
 
 def parse_ks(text: str) -> list[int]:
-    try:
-        ks = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise ValueError(f"{text!r} is not a list of counts; e.g. 1,2,4") from None
-    if any(k < 1 for k in ks) or sorted(set(ks)) != ks:
-        raise ValueError(f"counts {text!r} must be increasing integers >= 1, e.g. 1,2,4")
-    return ks
+    return increasing_ints(text, "counts", "1,2,4")
 
 
 def check_distance(text: str) -> None:
@@ -169,15 +163,14 @@ class Distractor(PairedProbe):
 
         title = f"distractor · {ctx.model.info.id} · mem {ctx.geometry.mem_len}"
 
-        def draw(run_dir) -> str:
-            plots.delta_by_distance(
-                run_dir / "delta_by_k.png",
-                outcome.bins,
-                title=title,
-                xlabel="distractors between the fact and the query (k)",
-                x_key="k",
-                series_key="kind",
-            )
-            return "delta_by_k.png"
+        draw = plots.deferred(
+            plots.delta_by_distance,
+            "delta_by_k.png",
+            outcome.bins,
+            title=title,
+            xlabel="distractors between the fact and the query (k)",
+            x_key="k",
+            series_key="kind",
+        )
 
         return [draw]

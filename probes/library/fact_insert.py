@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from probes.engine.fact_pairs import DistanceParams, answer_job, base_example, distance_bins
 from probes.engine.paired import PairedProbe
 from probes.framework.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
-from probes.framework.params import param
+from probes.framework.params import increasing_ints, param
 from probes.framework.probe import Outcome, RunContext
 from probes.framework.registry import probe
 
@@ -37,18 +37,12 @@ DEPTH_HELP = (
 
 
 def parse_depths(text: str, mem_plus_tgt: int | None = None) -> list[int]:
-    text = text.strip()
-    if text == "auto":
+    def auto() -> list[int]:
         if mem_plus_tgt is None:
             return []
         return sorted({8, max(8, mem_plus_tgt // 2), max(8, mem_plus_tgt)})
-    try:
-        out = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise ValueError(f"{text!r} is not a list of depths; write 'auto' or e.g. 8,256") from None
-    if any(d < 1 for d in out) or sorted(set(out)) != out:
-        raise ValueError(f"depths {text!r} must be increasing integers >= 1, e.g. 8,256,1024")
-    return out
+
+    return increasing_ints(text, "depths", "8,256,1024", auto)
 
 
 def check_depths(text: str) -> None:
@@ -148,17 +142,16 @@ class FactInsert(PairedProbe):
             for dep in grid["rows_depth"]
         ]
 
-        def draw(run_dir) -> str:
-            plots.heatmap(
-                run_dir / "insert_heatmap.png",
-                grid["delta_mean"],
-                row_labels=[str(d) for d in grid["rows_depth"]],
-                col_labels=[f"{lo}–{hi}" for lo, hi in grid["cols_distance"]],
-                title=f"fact-insert · {ctx.model.info.id} · mem {ctx.geometry.mem_len}",
-                xlabel="distance (fact's last token → first answer token)",
-                ylabel="depth (tokens before the fact)",
-                marks=sig,
-            )
-            return "insert_heatmap.png"
+        draw = plots.deferred(
+            plots.heatmap,
+            "insert_heatmap.png",
+            grid["delta_mean"],
+            row_labels=[str(d) for d in grid["rows_depth"]],
+            col_labels=[f"{lo}–{hi}" for lo, hi in grid["cols_distance"]],
+            title=f"fact-insert · {ctx.model.info.id} · mem {ctx.geometry.mem_len}",
+            xlabel="distance (fact's last token → first answer token)",
+            ylabel="depth (tokens before the fact)",
+            marks=sig,
+        )
 
         return [draw, *line_plots]

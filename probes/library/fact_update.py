@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from probes import stats
-from probes.engine.fact_pairs import LEAD_HELP, check_lead, lead_range
+from probes.engine.fact_pairs import LEAD_HELP, check_lead, draws_per_bin, lead_range
 from probes.engine.paired import Job, PairedProbe
 from probes.framework.declarations import PAIRED, Column, effect_row, signed
 from probes.framework.params import param
@@ -98,12 +98,9 @@ class FactUpdate(PairedProbe):
             for lo, hi in fixed
         ]
         self.jobs = []
-        for g, (lo, hi) in enumerate(fixed):
-            rng = ctx.rng(self.name, lo, hi)
-            for _ in range(ctx.n):
-                d = rnd.randrange(rng, lo, hi)
-                lead = rnd.randrange(rng, lead_lo, lead_hi)
-                self.jobs.append(self._job(ctx, rng, g, d, lead))
+        for g, rng, d in draws_per_bin(self.name, ctx, fixed):
+            lead = rnd.randrange(rng, lead_lo, lead_hi)
+            self.jobs.append(self._job(ctx, rng, g, d, lead))
 
     def _job(self, ctx: RunContext, rng, group: int, distance: int, lead: int) -> Job:
         from synth.edits import delete, update

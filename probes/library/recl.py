@@ -230,8 +230,6 @@ class RECL(Probe):
         outcome = Outcome(
             metrics=metrics,
             bins=bins,
-            checks={},
-            verdict="",
             metric_docs=METRIC_DOCS,
             higher_is_better={"recl": True},
             n_pairs=n_texts,
@@ -255,6 +253,7 @@ class RECL(Probe):
         return outcome
 
     def _plot(self, ctx, gain_curves, r0: str):
+        from probes.report import plots
         from probes.report.plots import line_plot
 
         xs = self.contexts[:-1]
@@ -264,16 +263,15 @@ class RECL(Probe):
         th = self.params.threshold
         title = f"{self.name} · Δ={self.delta} · start {self.start} · threshold {th:g}"
 
-        def draw(run_dir) -> str:
-            line_plot(
-                run_dir / "recl_gain.png",
-                series,
-                title=title,
-                xlabel="context c (tokens); gain from c to c + Δ",
-                ylabel="relative gain g_i(c)",
-                hline=self.params.threshold,
-            )
-            return "recl_gain.png"
+        draw = plots.deferred(
+            line_plot,
+            "recl_gain.png",
+            series,
+            title=title,
+            xlabel="context c (tokens); gain from c to c + Δ",
+            ylabel="relative gain g_i(c)",
+            hline=self.params.threshold,
+        )
 
         return draw
 

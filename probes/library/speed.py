@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from probes.framework.declarations import Column
-from probes.framework.params import param
+from probes.framework.params import increasing_ints, param
 from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.framework.registry import probe
 
@@ -45,20 +45,12 @@ LENGTHS_HELP = (
 
 
 def parse_mems(text: str, mem: int | None = None) -> list[int]:
-    text = text.strip()
-    if text == "auto":
+    def auto() -> list[int]:
         if mem is None:
             return []
         return sorted({max(1, mem // 8), max(1, mem // 4), max(1, mem // 2), max(1, mem)})
-    try:
-        out = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise ValueError(
-            f"{text!r} is not a list of lengths; write 'auto' or e.g. 64,256"
-        ) from None
-    if any(m < 1 for m in out) or sorted(set(out)) != out:
-        raise ValueError(f"memory lengths {text!r} must be increasing integers >= 1, e.g. 64,256")
-    return out
+
+    return increasing_ints(text, "memory lengths", "64,256", auto)
 
 
 def check_mems(text: str) -> None:
@@ -171,7 +163,6 @@ class Speed(Probe):
         outcome = Outcome(
             metrics=metrics,
             bins=bins,
-            checks={},
             verdict=(
                 f"{self.name}: recompute is {bins[-1]['ratio']:.1f}× slower per token than the "
                 f"cache at attention length {bins[-1]['attn_len']} ("
@@ -186,6 +177,7 @@ class Speed(Probe):
         return outcome
 
     def _plot(self, ctx, bins):
+        from probes.report import plots
         from probes.report.plots import line_plot
 
         xs = [b["attn_len"] for b in bins]
@@ -205,16 +197,15 @@ class Speed(Probe):
             f"{ctx.model.info.dtype} · ratio at {xs[-1]}: {bins[-1]['ratio']:.1f}×"
         )
 
-        def draw(run_dir) -> str:
-            line_plot(
-                run_dir / "speed.png",
-                series,
-                title=title,
-                xlabel="attention length L = mem_len + tgt_len (tokens)",
-                ylabel="ms per token (median)",
-                logy=True,
-            )
-            return "speed.png"
+        draw = plots.deferred(
+            line_plot,
+            "speed.png",
+            series,
+            title=title,
+            xlabel="attention length L = mem_len + tgt_len (tokens)",
+            ylabel="ms per token (median)",
+            logy=True,
+        )
 
         return draw
 

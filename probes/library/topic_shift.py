@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from probes.engine.fact_pairs import distance_bins
+from probes.engine.fact_pairs import distance_bins, draws_per_bin
 from probes.engine.paired import Job, PairedProbe
 from probes.framework.declarations import (
     ACCURACY,
@@ -76,19 +76,14 @@ class TopicShift(PairedProbe):
     )
 
     def plan(self, ctx: RunContext) -> None:
-        from synth import rng as rnd
-
         bins = distance_bins(self.params.distance, ctx)
-        self.groups = []
+        self.groups = [
+            {"distance_lo": lo, "distance_hi": hi, "tokens": t} for lo, hi in bins for t in TOKENS
+        ]
         self.jobs = []
-        for lo, hi in bins:
-            rng = ctx.rng(self.name, lo, hi)
-            g = {t: len(self.groups) + i for i, t in enumerate(TOKENS)}
-            for t in TOKENS:
-                self.groups.append({"distance_lo": lo, "distance_hi": hi, "tokens": t})
-            for _ in range(ctx.n):
-                d = rnd.randrange(rng, lo, hi)
-                self.jobs += self._jobs(ctx, rng, g, d, base_id=len(self.jobs))
+        for b, rng, d in draws_per_bin(self.name, ctx, bins):
+            g = {t: b * len(TOKENS) + i for i, t in enumerate(TOKENS)}  # this bin's two groups
+            self.jobs += self._jobs(ctx, rng, g, d, base_id=len(self.jobs))
 
     def _jobs(self, ctx: RunContext, rng, groups: dict[str, int], d: int, base_id: int):
         from synth.edits import topic_shift

@@ -12,8 +12,20 @@ diagnose`). Every plot is written atomically.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
+
+
+def deferred(plot: Callable[..., None], name: str, *args: Any, **kwargs: Any):
+    """A plot to draw once the run directory exists: `draw(run_dir)` writes `run_dir / name`
+    with `plot(path, *args, **kwargs)` and returns the file name (what `Outcome.plots` holds)."""
+
+    def draw(run_dir: Path) -> str:
+        plot(Path(run_dir) / name, *args, **kwargs)
+        return name
+
+    return draw
 
 
 def _pyplot():

@@ -13,6 +13,59 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+
+def _shape(
+    n_layer: int,
+    d_model: int,
+    n_head: int,
+    d_head: int,
+    d_inner: int,
+    tgt_len: int,
+    mem_len: int,
+    *,
+    dropout: float,
+    pre_lnorm: bool,
+    **more: Any,
+) -> dict[str, Any]:
+    """A preset's `model` table (dropatt 0 throughout; `more`: e.g. init_std)."""
+    return dict(
+        n_layer=n_layer,
+        d_model=d_model,
+        n_head=n_head,
+        d_head=d_head,
+        d_inner=d_inner,
+        dropout=dropout,
+        dropatt=0.0,
+        pre_lnorm=pre_lnorm,
+        tgt_len=tgt_len,
+        mem_len=mem_len,
+        **more,
+    )
+
+
+def _schedule(
+    steps: int,
+    batch_size: int,
+    *,
+    lr: float,
+    min_lr_ratio: float,
+    warmup: int,
+    decay: float,
+    every: int,
+) -> dict[str, Any]:
+    """A preset's optimisation keys; it evaluates and checkpoints `every` steps."""
+    return {
+        "steps": steps,
+        "batch_size": batch_size,
+        "lr": lr,
+        "min_lr_ratio": min_lr_ratio,
+        "warmup_steps": warmup,
+        "weight_decay": decay,
+        "eval_every": every,
+        "checkpoint_every": every,
+    }
+
+
 PRESETS: dict[str, dict[str, Any]] = {
     # The shipped default model: trains on 2 CPU cores. A memory of 256 makes an evaluation with
     # --mem 640 a plausible extrapolation. What makes it retrieve (README, "The shipped models"):
@@ -27,27 +80,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # - topic filler in every document with filler, and 16,000 steps: the filler language is
     #   learned close to its floor.
     "tiny": {
-        "model": dict(
-            n_layer=2,
-            d_model=128,
-            n_head=4,
-            d_head=32,
-            d_inner=512,
-            dropout=0.0,
-            dropatt=0.0,
-            pre_lnorm=True,
-            init_std=0.06,
-            tgt_len=64,
-            mem_len=256,
-        ),
-        "steps": 16000,
-        "batch_size": 32,
-        "lr": 3e-3,
-        "min_lr_ratio": 0.1,
-        "warmup_steps": 100,
-        "weight_decay": 0.0,
-        "eval_every": 1000,
-        "checkpoint_every": 1000,
+        "model": _shape(2, 128, 4, 32, 512, 64, 256, dropout=0.0, pre_lnorm=True, init_std=0.06),
+        **_schedule(16000, 32, lr=3e-3, min_lr_ratio=0.1, warmup=100, decay=0.0, every=1000),
         # More in-context-lookup text than the stream's default mixture: bursty key→value
         # documents and sparse facts keep the lookup sharp. Corpus documents are the majority and
         # sparse ones use the same topic filler, so the filler language is the same everywhere
@@ -64,50 +98,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     # A GPU model of tens of millions of parameters (about 26M besides the embedding).
     "small": {
-        "model": dict(
-            n_layer=8,
-            d_model=512,
-            n_head=8,
-            d_head=64,
-            d_inner=2048,
-            dropout=0.1,
-            dropatt=0.0,
-            pre_lnorm=False,
-            tgt_len=256,
-            mem_len=256,
-        ),
-        "steps": 20000,
-        "batch_size": 32,
-        "lr": 5e-4,
-        "min_lr_ratio": 0.05,
-        "warmup_steps": 1000,
-        "weight_decay": 0.01,
-        "eval_every": 1000,
-        "checkpoint_every": 1000,
+        "model": _shape(8, 512, 8, 64, 2048, 256, 256, dropout=0.1, pre_lnorm=False),
+        **_schedule(20000, 32, lr=5e-4, min_lr_ratio=0.05, warmup=1000, decay=0.01, every=1000),
     },
     # The shape of the paper's WikiText-103 base model (run_wt103_base.sh; the adaptive softmax
     # is not used: the synthetic vocabulary is small).
     "base": {
-        "model": dict(
-            n_layer=16,
-            d_model=410,
-            n_head=10,
-            d_head=41,
-            d_inner=2100,
-            dropout=0.1,
-            dropatt=0.0,
-            pre_lnorm=False,
-            tgt_len=150,
-            mem_len=150,
-        ),
-        "steps": 200000,
-        "batch_size": 60,
-        "lr": 2.5e-4,
-        "min_lr_ratio": 0.0,
-        "warmup_steps": 0,
-        "weight_decay": 0.0,
-        "eval_every": 4000,
-        "checkpoint_every": 4000,
+        "model": _shape(16, 410, 10, 41, 2100, 150, 150, dropout=0.1, pre_lnorm=False),
+        **_schedule(200000, 60, lr=2.5e-4, min_lr_ratio=0.0, warmup=0, decay=0.0, every=4000),
     },
 }
 

@@ -142,5 +142,48 @@ def prepend(
     return Pair(base, variant, sp.alignment, meta)
 
 
+@dataclasses.dataclass(frozen=True)
+class CrossDocument:
+    """Document B after a document A that states B's fact with a conflicting value (`conflict`),
+    and the same B after an unrelated document of A's length (`foreign`): the texts of the
+    cross-doc probe. Positions index both texts alike."""
+
+    conflict: Example  # A ; B
+    foreign: Example  # foreign ; B
+    len_a: int  # tokens before B's <eod>
+    fact_end: int  # position of the last token of A's conflicting fact
+    stale: tuple[int, ...]  # A's value V′ (as many tokens as B's value)
+
+
+def cross_document(
+    lang: Language,
+    rng: np.random.Generator,
+    *,
+    b_distance: int,
+    b_lead: int,
+    gap: int,
+    start: tuple[int, int],
+) -> CrossDocument:
+    """B: a fact `b_lead` tokens after its <eod> and its query `b_distance` later, in one topic;
+    A: B's fact with another value V′, in another topic, starting `start` = (lo, hi) tokens after
+    A's <eod> and ending `gap` tokens before B's <eod>; the foreign document: a third topic, as
+    long as A, no facts. ValueError when B cannot be built."""
+    from synth.generate import make_example
+
+    n_top = lang.n_topics
+    t_b, t_a, t_f = (rnd.sample(rng, range(n_top), 3) if n_top >= 3 else [0, 0, 0])[:3]
+    b = make_example(lang, rng, [b_distance], lead=b_lead, topic=int(t_b))
+    conf = boundary(b, rng, lang, same_length=False, topic=int(t_a), gap=gap, start=start)
+    len_a = len(conf.variant) - len(b)
+    foreign = prepend(b, rng, lang, length=len_a, topic=int(t_f)).variant
+    return CrossDocument(
+        conflict=conf.variant,
+        foreign=foreign,
+        len_a=len_a,
+        fact_end=conf.meta["conflict"][1] - 1,
+        stale=tuple(int(x) for x in conf.meta["new_value"]),
+    )
+
+
 def _redoc(f: Fact, doc: int) -> Fact:
     return dataclasses.replace(f, doc=doc)
