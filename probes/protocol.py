@@ -34,6 +34,7 @@ This module imports no torch.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -58,20 +59,10 @@ class ModelInfo:
     extra: dict[str, Any] = field(default_factory=dict)  # anything else worth recording
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "path": self.path,
-            "sha256": self.sha256,
-            "config": self.config,
-            "n_layer": self.n_layer,
-            "train_tgt_len": self.train_tgt_len,
-            "train_mem_len": self.train_mem_len,
-            "vocab_size": self.vocab_size,
-            "evaluator": self.evaluator,
-            "dtype": self.dtype,
-            "device": self.device,
-            **({"extra": self.extra} if self.extra else {}),
-        }
+        d = dataclasses.asdict(self)
+        if not d["extra"]:
+            del d["extra"]  # recorded only when there is something in it
+        return d
 
 
 @dataclass

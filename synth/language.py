@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from synth import rng as rnd
+from synth.fields import from_fields
 from synth.grammar import FillerGrammar
 from synth.vocab import EOD, PAD, Vocab
 
@@ -96,11 +97,7 @@ class LanguageConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LanguageConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"unknown LanguageConfig field(s) {unknown}; known: {sorted(names)}")
-        return cls(**d)
+        return from_fields(cls, d)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -29,6 +29,7 @@ from synth.documents import (
     plan_sparse,
     realize,
 )
+from synth.fields import from_fields
 from synth.language import Language
 
 STATE_VERSION = 1
@@ -136,11 +137,7 @@ class StreamConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> StreamConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"unknown StreamConfig field(s) {unknown}; known: {sorted(names)}")
-        return cls(**d)
+        return from_fields(cls, d)
 
 
 @dataclass(frozen=True)

@@ -15,26 +15,24 @@ from probes.training.compare import DEFAULT_ACC_TOL, DEFAULT_NLL_TOL
 HEADLINE_FIELDS = ("nll", "filler_nll", "filler_floor", "filler_entropy")
 
 
+def tolerance_option(flag: str, default: float, what: str):
+    return click.option(
+        flag,
+        type=click.FloatRange(min=0),
+        default=default,
+        show_default=True,
+        help=f"Largest |difference| of {what} at the last common evaluation.",
+    )
+
+
 @click.command(
     "train-compare",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.argument("run_a", metavar="A")
 @click.argument("run_b", metavar="B")
-@click.option(
-    "--nll-tol",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_NLL_TOL,
-    show_default=True,
-    help="Largest |difference| of an NLL (nats) at the last common evaluation.",
-)
-@click.option(
-    "--acc-tol",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_ACC_TOL,
-    show_default=True,
-    help="Largest |difference| of a recall accuracy at the last common evaluation.",
-)
+@tolerance_option("--nll-tol", DEFAULT_NLL_TOL, "an NLL (nats)")
+@tolerance_option("--acc-tol", DEFAULT_ACC_TOL, "a recall accuracy")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def train_compare_command(
     run_a: str, run_b: str, nll_tol: float, acc_tol: float, as_json: bool

@@ -310,14 +310,14 @@ class PairedProbe(Probe):
             f"clamp {g.clamp_len} {'same_length ' if g.same_length else ''}{g.policy}"
         )
 
-        draw = plots.deferred(
-            plots.delta_by_distance,
-            "delta_by_distance.png",
-            outcome.bins,
-            title=title,
-            direct=direct,
-            reach=reach,
-            series_key=self.plot_series,
-        )
-
-        return [draw]
+        return [
+            plots.deferred(
+                plots.delta_by_distance,
+                "delta_by_distance.png",
+                outcome.bins,
+                title=title,
+                direct=direct,
+                reach=reach,
+                series_key=self.plot_series,
+            )
+        ]

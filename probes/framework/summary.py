@@ -3,6 +3,7 @@ summary.json (the CLI contract in docs/design.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,32 +42,7 @@ class Summary:
         return all(c.get("passed", True) for c in self.checks.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "probe": self.probe,
-            "version": self.version,
-            "model": self.model,
-            "geometry": self.geometry,
-            "horizon": self.horizon,
-            "evaluator": self.evaluator,
-            "dtype": self.dtype,
-            "device": self.device,
-            "params": self.params,
-            "seed": self.seed,
-            "n": self.n,
-            "n_pairs": self.n_pairs,
-            "metrics": self.metrics,
-            "metric_docs": self.metric_docs,
-            "higher_is_better": self.higher_is_better,
-            "bins": self.bins,
-            "checks": self.checks,
-            "passed": self.passed,
-            "verdict": self.verdict,
-            "verdict_rule": self.verdict_rule,
-            "run_dir": self.run_dir,
-            "plots": self.plots,
-            "elapsed_s": self.elapsed_s,
-        }
+        return {"schema_version": SCHEMA_VERSION, **dataclasses.asdict(self), "passed": self.passed}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Summary:

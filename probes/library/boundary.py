@@ -282,7 +282,7 @@ class Boundary(Probe):
             f"local-only text · first {self.params.first} positions = segment start"
         )
 
-        draw = plots.deferred(
+        return plots.deferred(
             plots.delta_by_distance,
             "boundary_gain.png",
             pts,
@@ -292,8 +292,6 @@ class Boundary(Probe):
             x_key="position",
             series_key="kind",
         )
-
-        return draw
 
     @classmethod
     def diagnose_rows(cls, summary: dict) -> list[dict]:

@@ -241,7 +241,7 @@ class ContextSweep(Probe):
         g = ctx.geometry
         title = f"{self.name} · {ctx.model.info.id} · tgt {g.tgt_len} clamp {g.clamp_len}"
 
-        draw = plots.deferred(
+        return plots.deferred(
             line_plot,
             "context_sweep.png",
             series,
@@ -251,8 +251,6 @@ class ContextSweep(Probe):
             logx=True,
             vlines=[(g.mem_len + g.tgt_len, "eval mem+tgt")],
         )
-
-        return draw
 
     @classmethod
     def diagnose_rows(cls, summary: dict) -> list[dict]:

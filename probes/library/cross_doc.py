@@ -435,7 +435,7 @@ class CrossDoc(Probe):
         )
         shown = [b for b in bins if b["kind"] != "pull"]
 
-        draw = plots.deferred(
+        return plots.deferred(
             plots.delta_by_distance,
             "cross_doc.png",
             shown,
@@ -444,8 +444,6 @@ class CrossDoc(Probe):
             xlabel="distance from A's fact to the document boundary (tokens)",
             series_key="measure",
         )
-
-        return draw
 
     @classmethod
     def diagnose_rows(cls, summary: dict) -> list[dict]:

@@ -163,14 +163,14 @@ class Distractor(PairedProbe):
 
         title = f"distractor · {ctx.model.info.id} · mem {ctx.geometry.mem_len}"
 
-        draw = plots.deferred(
-            plots.delta_by_distance,
-            "delta_by_k.png",
-            outcome.bins,
-            title=title,
-            xlabel="distractors between the fact and the query (k)",
-            x_key="k",
-            series_key="kind",
-        )
-
-        return [draw]
+        return [
+            plots.deferred(
+                plots.delta_by_distance,
+                "delta_by_k.png",
+                outcome.bins,
+                title=title,
+                xlabel="distractors between the fact and the query (k)",
+                x_key="k",
+                series_key="kind",
+            )
+        ]

@@ -142,7 +142,7 @@ class FactInsert(PairedProbe):
             for dep in grid["rows_depth"]
         ]
 
-        draw = plots.deferred(
+        heat = plots.deferred(
             plots.heatmap,
             "insert_heatmap.png",
             grid["delta_mean"],
@@ -153,5 +153,4 @@ class FactInsert(PairedProbe):
             ylabel="depth (tokens before the fact)",
             marks=sig,
         )
-
-        return [draw, *line_plots]
+        return [heat, *line_plots]

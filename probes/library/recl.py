@@ -263,7 +263,7 @@ class RECL(Probe):
         th = self.params.threshold
         title = f"{self.name} · Δ={self.delta} · start {self.start} · threshold {th:g}"
 
-        draw = plots.deferred(
+        return plots.deferred(
             line_plot,
             "recl_gain.png",
             series,
@@ -272,8 +272,6 @@ class RECL(Probe):
             ylabel="relative gain g_i(c)",
             hline=self.params.threshold,
         )
-
-        return draw
 
     @classmethod
     def diagnose_rows(cls, summary: dict) -> list[dict]:

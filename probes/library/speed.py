@@ -197,7 +197,7 @@ class Speed(Probe):
             f"{ctx.model.info.dtype} · ratio at {xs[-1]}: {bins[-1]['ratio']:.1f}×"
         )
 
-        draw = plots.deferred(
+        return plots.deferred(
             line_plot,
             "speed.png",
             series,
@@ -206,8 +206,6 @@ class Speed(Probe):
             ylabel="ms per token (median)",
             logy=True,
         )
-
-        return draw
 
 
 METRIC_DOCS = {

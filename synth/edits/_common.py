@@ -84,6 +84,16 @@ def move_query(q: Query, sp: Spliced) -> Query:
     return Query(q.fact, move(q.span, sp), move(q.answer, sp))
 
 
+def moved(base: Example, sp: Spliced) -> tuple[list[Fact], list[Query], list[Span]]:
+    """The base's facts, queries and distractor spans at their places in the spliced text
+    (lists, for an edit to add its own)."""
+    return (
+        [move_fact(f, sp) for f in base.facts],
+        [move_query(q, sp) for q in base.queries],
+        [move(d, sp) for d in base.distractors],
+    )
+
+
 def new_fact(
     lang: Language, entity: int, attribute: int, value: tuple[int, ...], start: int, doc: int
 ) -> Fact:

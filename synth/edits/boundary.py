@@ -13,9 +13,7 @@ from synth.edits._common import (
     assemble_variant,
     fresh_value,
     get_query,
-    move,
-    move_fact,
-    move_query,
+    moved,
     new_fact,
     query_key,
     random_ops,
@@ -71,12 +69,9 @@ def boundary(
         ops = random_ops(base, rng, [toks], p.start + 1, p.end, True, "boundary")
         sp = splice(base, ops)
         s = sp.starts[0]
-        facts = [move_fact(f, sp) for f in base.facts]
+        facts, queries, distractors = moved(base, sp)
         facts.append(new_fact(lang, entity, attribute, val, s, pdoc))
-        queries = [move_query(x, sp) for x in base.queries]
-        variant, index = assemble_variant(
-            base, sp, facts, queries, [move(d, sp) for d in base.distractors]
-        )
+        variant, index = assemble_variant(base, sp, facts, queries, distractors)
         prev = pdoc
         alignment = sp.alignment
     else:
@@ -130,12 +125,13 @@ def prepend(
     prev = int(base.doc_ids.min()) if len(base) else 0
     shifted = base.replace(doc_ids=base.doc_ids + 1)
     sp = splice(shifted, [Op(0, 0, head, prev)])
+    facts, queries, distractors = moved(base, sp)
     variant = shifted.replace(
         tokens=sp.tokens,
         doc_ids=sp.doc_ids,
-        facts=tuple(_redoc(move_fact(f, sp), f.doc + 1) for f in base.facts),
-        queries=tuple(move_query(x, sp) for x in base.queries),
-        distractors=tuple(sorted(move(d, sp) for d in base.distractors)),
+        facts=tuple(_redoc(f, f.doc + 1) for f in facts),
+        queries=tuple(queries),
+        distractors=tuple(sorted(distractors)),
         topics=(int(topic), *base.topics),
     )
     meta = {"edit": "prepend", "length": int(length), "topic": int(topic), "doc": prev}

@@ -10,9 +10,7 @@ from synth.edits._common import (
     fresh_entity,
     fresh_value,
     get_query,
-    move,
-    move_fact,
-    move_query,
+    moved,
     new_fact,
     query_key,
     random_ops,
@@ -83,14 +81,13 @@ def distract(
     blocks = [lang.fact_tokens(e, a, v) for e, a, v in stated]
     ops = random_ops(base, rng, blocks, lo, q.span.start, same_length, "distract")
     sp = splice(base, ops)
-    facts = [move_fact(f, sp) for f in base.facts]
+    facts, queries, distractors = moved(base, sp)
     new_spans = []
     for (e, a, v), s in zip(stated, sp.starts, strict=True):
         f = new_fact(lang, e, a, v, s, doc)
         facts.append(f)
         new_spans.append(f.span)
-    queries = [move_query(x, sp) for x in base.queries]
-    distractors = [move(d, sp) for d in base.distractors] + new_spans
+    distractors += new_spans
     variant, index = assemble_variant(base, sp, facts, queries, distractors)
     n0 = len(base.facts)
     meta = {

@@ -8,9 +8,7 @@ from synth.edits._common import (
     assemble_variant,
     exact_op,
     get_query,
-    move,
-    move_fact,
-    move_query,
+    moved,
     new_fact,
     query_key,
     splice,
@@ -49,13 +47,10 @@ def insert(
         )
     sp = splice(base, [exact_op(base, toks, last, doc, same_length, "insert")])
     s = sp.starts[0]
-    facts = [move_fact(f, sp) for f in base.facts]
+    facts, queries, distractors = moved(base, sp)
     facts.append(new_fact(lang, entity, attribute, val, s, doc))
-    queries = [move_query(x, sp) for x in base.queries]
     queries[query] = Query(len(facts) - 1, queries[query].span, queries[query].answer)
-    variant, index = assemble_variant(
-        base, sp, facts, queries, [move(d, sp) for d in base.distractors]
-    )
+    variant, index = assemble_variant(base, sp, facts, queries, distractors)
     assert variant.distance(query) == distance
     meta = {
         "edit": "insert",
