@@ -77,12 +77,15 @@ def lead_range(text: str, ctx: RunContext) -> tuple[int, int]:
     return parse_lead(text, ctx.geometry.tgt_len)
 
 
-def base_example(ctx: RunContext, rng, distance: int, lead: int, *, supported: bool = True):
-    """One document with one fact and its query `distance` apart (see module docstring)."""
+def base_example(
+    ctx: RunContext, rng, distance: int, lead: int, *, supported: bool = True, tail: int = 2
+):
+    """One document with one fact and its query `distance` apart (see module docstring), and
+    `tail` filler tokens after the query."""
     from synth.generate import make_example
 
     try:
-        return make_example(ctx.lang, rng, [distance], lead=lead, supported=supported)
+        return make_example(ctx.lang, rng, [distance], lead=lead, supported=supported, tail=tail)
     except ValueError as e:
         raise ProbeInputError(f"cannot build an example at distance {distance}: {e}") from None
 
@@ -114,6 +117,16 @@ def answer_job(
         info={**info, "value_len": len(bt)} if value_len else info,
         base_id=base_id,
     )
+
+
+CHECK_TAIL = 8  # filler tokens scored past the edit's layered reach (`check_tail`)
+
+
+def check_tail(ctx: RunContext) -> tuple[int, int]:
+    """(tail, n): a text ending in `tail` filler tokens after its query has its last n beyond the
+    layered reach of anything before the query — tokens a beyond-reach zero check can check."""
+    (_, _), (_, reach) = ctx.horizon.ranges()
+    return reach + CHECK_TAIL + 1, CHECK_TAIL
 
 
 def draws_per_bin(name: str, ctx: RunContext, bins: list[tuple[int, int]]):

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from probes.engine import summary
+from probes.engine import checks, summary
 from probes.engine.rows import Rows, first_difference, score_batches
 from probes.framework.probe import Outcome, Probe, RunContext
 from probes.protocol import score_rows, tolerance
@@ -58,6 +58,10 @@ class Job:
     alt: tuple[int, ...] | None = None  # the other candidate answer (contrast), same length
     info: dict[str, Any] = field(default_factory=dict)  # recorded per pair in samples.jsonl
     base_id: int | None = None  # jobs with one base_id share one base Example (scored once)
+    # base positions after the answer scored only for the beyond-reach zero check (tokens the
+    # edit cannot reach: a probe whose answers all see the edit gives the check something to
+    # check); length-preserving edits only (the same positions in the variant)
+    check_targets: np.ndarray | None = None
 
     @property
     def distance(self) -> int:
@@ -131,19 +135,23 @@ class PairedProbe(Probe):
             job = self.jobs[i]
             b, v = job.pair.base, job.pair.variant
             bt, vt = job.base_targets, job.variant_targets
-            lb, lv = int(bt.max()) + 1, int(vt.max()) + 1
+            tail = job.check_targets if job.check_targets is not None else bt[:0]
+            lb, lv = (
+                int(max(bt.max(), tail.max(initial=0))) + 1,
+                int(max(vt.max(), tail.max(initial=0))) + 1,
+            )
             shared = first_difference(b.tokens[:lb], b.doc_ids[:lb], v.tokens[:lv], v.doc_ids[:lv])
             check = np.arange(max(1, shared - n_check), min(shared, lb, lv))
             check = check[check < min(bt.min(), vt.min())]
             reuse = base_rows.get((job.base_id, lb)) if job.base_id is not None else None
             if reuse is None:
-                r_b = rows.add(b.tokens[:lb], b.doc_ids[:lb], np.r_[check, bt])
+                r_b = rows.add(b.tokens[:lb], b.doc_ids[:lb], np.r_[check, bt, tail])
                 if job.base_id is not None:
                     base_rows[(job.base_id, lb)] = r_b
             else:
                 r_b = reuse
-                rows.mark(r_b, np.r_[check, bt])
-            r_v = rows.add(v.tokens[:lv], v.doc_ids[:lv], np.r_[check, vt], r_b, shared)
+                rows.mark(r_b, np.r_[check, bt, tail])
+            r_v = rows.add(v.tokens[:lv], v.doc_ids[:lv], np.r_[check, vt, tail], r_b, shared)
             r_ba = r_va = None
             if job.alt is not None:
                 alt = np.asarray(job.alt, dtype=np.int64)
@@ -184,6 +192,12 @@ class PairedProbe(Probe):
         prefix = np.abs(nll[where.variant, check] - nll[where.base, check]) if check.size else None
         end = edit_end(job.pair)
         beyond = (bt - end) > reach if end is not None else np.zeros(len(bt), dtype=bool)
+        beyond_delta = delta_tok[beyond]
+        if job.check_targets is not None and end is not None:
+            ct = job.check_targets
+            _, ct_reach = ctx.horizon.tokens(ct, doc_starts(job.pair.base.doc_ids)[ct - 1])
+            far = ct[(ct - end) > ct_reach]
+            beyond_delta = np.r_[beyond_delta, nll[where.variant, far] - nll[where.base, far]]
         rec: dict[str, Any] = {
             "group": job.group,
             "distance": job.distance,
@@ -197,9 +211,10 @@ class PairedProbe(Probe):
             "layered_reach": int(reach[0]),
             "answer_len": len(bt),
             "prefix_max_abs": float(prefix.max()) if prefix is not None else 0.0,
-            "beyond_tokens": int(beyond.sum()),
-            "beyond_max_abs": float(np.abs(delta_tok[beyond]).max()) if beyond.any() else 0.0,
-            "beyond_exact": bool(np.all(delta_tok[beyond] == 0.0)) if beyond.any() else True,
+            "prefix_tokens": int(check.size),
+            "beyond_tokens": int(beyond_delta.size),
+            "beyond_max_abs": float(np.abs(beyond_delta).max(initial=0.0)),
+            "beyond_exact": bool(np.all(beyond_delta == 0.0)),
             **job.info,
         }
         tok = {
@@ -290,9 +305,7 @@ class PairedProbe(Probe):
             parts.append(f"{label} Δ={mean:+.3f} ({sig}/{len(sel)} bins significant)")
         any_sig = any(b["significant"] for b in outcome.bins)
         head = f"{self.name}: {self.effect_phrase(any_sig)}"
-        failed = [k for k, c in outcome.checks.items() if not c.get("passed", True)]
-        tail = f" — CHECK FAILED: {', '.join(failed)}" if failed else ""
-        return f"{head} — {'; '.join(parts)}{tail}"
+        return f"{head} — {'; '.join(parts)}{checks.note(outcome.checks)}"
 
     def effect_phrase(self, found: bool) -> str:
         return "the model uses the fact" if found else "no evidence the model uses the fact"

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from probes import stats
+from probes.engine.checks import zero_check
 from probes.reach import REACH_LABELS, label_bin
 
 NO_REACH = {
@@ -123,26 +124,26 @@ def by_reach(
 
 def paired_checks(records: list[dict], tol: float) -> dict[str, dict]:
     """identical_prefix and beyond_reach_zero (see probes.engine.paired)."""
-    prefix = max((r["prefix_max_abs"] for r in records), default=0.0)
-    n_beyond = sum(r["beyond_tokens"] for r in records)
-    beyond = max((r["beyond_max_abs"] for r in records), default=0.0)
     exact = [r["beyond_exact"] for r in records if r["beyond_tokens"]]
     return {
-        "identical_prefix": {
-            "passed": bool(prefix <= tol),
-            "max_abs_delta": prefix,
-            "tolerance": tol,
-            "doc": "tokens before the first difference score the same in base and variant",
-        },
-        "beyond_reach_zero": {
-            "passed": bool(beyond <= tol),
-            "n_tokens": n_beyond,
-            "max_abs_delta": beyond,
-            "exact_zero_pairs": sum(exact),
-            "pairs": len(exact),
-            "tolerance": tol,
-            "doc": "answer tokens whose layered reach excludes the edit have delta 0",
-        },
+        "identical_prefix": zero_check(
+            "tokens before the first difference score the same in base and variant",
+            covered=sum(r.get("prefix_tokens", 0) for r in records),
+            worst=max((r["prefix_max_abs"] for r in records), default=0.0),
+            tolerance=tol,
+            why_empty="no pair has a token before its first difference that is not scored",
+        ),
+        "beyond_reach_zero": zero_check(
+            "answer tokens whose layered reach excludes the edit have delta 0",
+            covered=sum(r["beyond_tokens"] for r in records),
+            worst=max((r["beyond_max_abs"] for r in records), default=0.0),
+            tolerance=tol,
+            why_empty="every answer token's layered reach includes its edit (or the edit moves "
+            "later tokens)",
+            n_tokens=sum(r["beyond_tokens"] for r in records),
+            exact_zero_pairs=sum(exact),
+            pairs=len(exact),
+        ),
     }
 
 

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from probes import stats
+from probes.engine.checks import note, zero_check
 from probes.framework.declarations import STATS, Column, effect_row, signed
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, RunContext
@@ -158,6 +159,7 @@ class Boundary(Probe):
             rec[f"{name}_rest"] = rest
             rec[f"{name}_first_minus_rest"] = first - rest
         rec["check_max_abs"] = float(np.abs(nll[r_main, check] - nomem_row[check]).max())
+        rec["check_tokens"] = len(check)
         for c in ("mem", "nomem", "doc"):
             rec[f"nll_{c}_first"] = float(curve[c][:k].mean())
             rec[f"nll_{c}_rest"] = float(curve[c][k:].mean())
@@ -201,16 +203,15 @@ class Boundary(Probe):
             "warm_segments": self.warm,
             "by_position": by_position,
         }
-        tol = tolerance(ctx.model)
-        worst = max((r["check_max_abs"] for r in records), default=0.0)
         checks = {
-            "first_segment_equal": {
-                "passed": bool(worst <= tol),
-                "max_abs_delta": worst,
-                "tolerance": tol,
-                "doc": "the first segment has no memory under either condition: mem and nomem "
-                "score its first tokens the same",
-            }
+            "first_segment_equal": zero_check(
+                "the first segment has no memory under either condition: mem and nomem score its "
+                "first tokens the same",
+                covered=sum(r["check_tokens"] for r in records),
+                worst=max((r["check_max_abs"] for r in records), default=0.0),
+                tolerance=tolerance(ctx.model),
+                why_empty="no texts",
+            )
         }
         outcome = Outcome(
             metrics=metrics,
@@ -257,8 +258,7 @@ class Boundary(Probe):
             f"{f(g['first_minus_rest'])}{ci(g['first_minus_rest'])}; a document boundary "
             f"before the segment costs {f(dc['first'])} at its start"
         )
-        failed = [k_ for k_, c in outcome.checks.items() if not c.get("passed", True)]
-        return text + (f" — CHECK FAILED: {', '.join(failed)}" if failed else "")
+        return text + note(outcome.checks)
 
     def _plot(self, ctx: RunContext, by_position: list[dict]):
         from probes.report import plots

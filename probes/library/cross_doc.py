@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 
 from probes import stats
-from probes.engine.fact_pairs import draws_per_bin
+from probes.engine.checks import note, zero_check
+from probes.engine.fact_pairs import CHECK_TAIL, draws_per_bin
 from probes.engine.summary import by_reach, flat_arrays
 from probes.framework.declarations import DISTANCE, REACH, STATS, Column, effect_row, signed
 from probes.framework.params import param
@@ -58,12 +59,7 @@ from synth.language import FACT_VALUE_OFFSET
 
 KINDS = ("carry-reset", "foreign-reset", "conflict")
 POLICIES = ("reset", "carry", "foreign")
-NLLS = (
-    "reset",
-    "reset_foreign",
-    "carry",
-    "foreign",
-)  # the scored conditions  # every one runs, whatever the geometry's own policy
+NLLS = ("reset", "reset_foreign", "carry", "foreign")  # the scored conditions
 FAMILIES = (
     *(("answer", k) for k in (*KINDS, "pull")),
     *(("first", k) for k in KINDS),
@@ -88,7 +84,7 @@ def gap_bins(horizon, offset: int) -> list[tuple[int, int]]:
     return out
 
 
-@probe("cross-doc", version=1, diagnose=40)
+@probe("cross-doc", version=2, diagnose=40)
 class CrossDoc(Probe):
     """Previous document with a conflicting fact: reset vs carry vs foreign cache on B."""
 
@@ -119,6 +115,11 @@ class CrossDoc(Probe):
         self.reset_geometry = replace(ctx.geometry, reset=True)
         self.carry_geometry = replace(ctx.geometry, reset=False)
         self.carry_horizon = horizon(ctx.model, self.carry_geometry)
+        (_, _), (_, reach) = self.carry_horizon.ranges()
+        # filler after B's query, so that B's last CHECK_TAIL tokens lie beyond A's layered reach
+        # (the beyond_reach_zero check has tokens to check)
+        self.check_tail = (reach + CHECK_TAIL + 1, CHECK_TAIL)
+        self.tail_rng = ctx.rng(self.name, "tail")
         # B's first answer token after its <eod>: its lead, its fact with a one-token value, then
         # b_distance
         offset = B_LEAD + FACT_VALUE_OFFSET + 2 + p.b_distance
@@ -129,9 +130,10 @@ class CrossDoc(Probe):
         ]
 
     def _pair(self, ctx: RunContext, rng, group: int, gap: int) -> dict[str, Any]:
-        from synth.edits.boundary import cross_document
+        from synth.edits.boundary import cross_document, extend_b
 
         p = self.params
+        tail, n_check = self.check_tail
         try:
             texts = cross_document(
                 ctx.lang,
@@ -143,6 +145,9 @@ class CrossDoc(Probe):
             )
         except ValueError as e:
             raise ProbeInputError(f"--b-distance {p.b_distance}: {e}") from None
+        # past B's query: filler beyond A's reach, from its own stream (the texts before it are
+        # the same whatever the tail)
+        texts = extend_b(texts, self.tail_rng, ctx.lang, tail)
         a_b = texts.conflict
         return {
             "group": group,
@@ -155,6 +160,7 @@ class CrossDoc(Probe):
             "answer": a_b.queries[0].answer.indices(),
             "first": texts.len_a + 1 + np.arange(p.first),
             "stale": np.array(texts.stale, dtype=np.int64),
+            "check": np.arange(len(a_b) - n_check, len(a_b)),  # B's last filler: past A's reach
         }
 
     # ------------------------------------------------------------------ score
@@ -178,16 +184,16 @@ class CrossDoc(Probe):
         layout = []
         for i in items:
             pr = self.pairs[i]
-            end = int(pr["answer"][-1]) + 1
-            scored = np.r_[pr["first"], pr["answer"]]
-            docs = pr["doc_ids"][:end]
-            r_c = rows.add(pr["conf"][:end], docs, scored)
-            r_f = rows.add(pr["foreign"][:end], docs, scored)
+            scored = np.r_[pr["first"], pr["answer"], pr["check"]]
+            docs = pr["doc_ids"]
+            r_c = rows.add(pr["conf"], docs, scored)
+            r_f = rows.add(pr["foreign"], docs, scored)
             alts = []
+            end = int(pr["answer"][-1]) + 1  # the stale value in B's answer: scored there only
             for r in (r_c, r_f):
-                t = rows.tokens[r].copy()
+                t = rows.tokens[r][:end].copy()
                 t[pr["answer"]] = pr["stale"]
-                alts.append(rows.add(t, docs, pr["answer"], r, int(pr["answer"][0])))
+                alts.append(rows.add(t, docs[:end], pr["answer"], r, int(pr["answer"][0])))
             layout.append((i, r_c, r_f, *alts))
         tokens, docs, pos, parent, shared = rows.arrays(ctx.lang.vocab.pad_id)
         out = {
@@ -216,10 +222,14 @@ class CrossDoc(Probe):
             nll["reset"] - nll["reset_foreign"],
             rs.nll[r_ca, ans] - rs.nll[r_fa, ans],
         ]
-        # tokens of B that the carry geometry lets see nothing of A (A's last token is len_a − 1)
+        # tokens of B that the carry geometry lets see nothing of A (A's last token is len_a − 1):
+        # among the scored ones, and the filler past A's reach appended to B for this check
         direct, reach = self.carry_horizon.tokens(scored)
-        blind = (scored - (pr["len_a"] - 1)) > reach
         dist = scored - pr["fact_end"]
+        seen = np.r_[scored, pr["check"]]
+        _, seen_reach = self.carry_horizon.tokens(seen)
+        blind = seen[(seen - (pr["len_a"] - 1)) > seen_reach]
+        reset_b = rs.nll[r_c, blind]
         rec: dict[str, Any] = {
             "group": pr["group"],
             "distance": pr["gap"],
@@ -231,11 +241,12 @@ class CrossDoc(Probe):
             "layered_reach": int(reach[k]),
             "reset_leak_max_abs": float(np.abs(leak).max()),
             "reset_leak_exact": bool(np.all(leak == 0.0)),
-            "blind_tokens": int(blind.sum()),
+            "reset_leak_tokens": int(leak.size),
+            "blind_tokens": int(blind.size),
             "blind_max_abs": float(
                 max(
-                    np.abs(nll["carry"] - nll["reset"])[blind].max(initial=0.0),
-                    np.abs(nll["foreign"] - nll["reset"])[blind].max(initial=0.0),
+                    np.abs(cs.nll[r_c, blind] - reset_b).max(initial=0.0),
+                    np.abs(cs.nll[r_f, blind] - reset_b).max(initial=0.0),
                 )
             ),
         }
@@ -374,25 +385,24 @@ class CrossDoc(Probe):
         }
 
     def _checks(self, ctx: RunContext, records: list[dict]) -> dict[str, dict]:
-        tol = tolerance(ctx.model)
-        leak = max((r["reset_leak_max_abs"] for r in records), default=0.0)
-        blind = max((r["blind_max_abs"] for r in records), default=0.0)
         return {
-            "reset_leakage_zero": {
-                "passed": all(r["reset_leak_exact"] for r in records),
-                "max_abs_delta": leak,
-                "tolerance": 0.0,
-                "doc": "under reset, B's scored tokens (and the stale value in the answer's "
-                "place) score bit-for-bit the same after A and after the foreign document",
-            },
-            "beyond_reach_zero": {
-                "passed": bool(blind <= tol),
-                "n_tokens": sum(r["blind_tokens"] for r in records),
-                "max_abs_delta": blind,
-                "tolerance": tol,
-                "doc": "B tokens whose carry reach includes nothing of A score the same under "
-                "carry, foreign and reset",
-            },
+            "reset_leakage_zero": zero_check(
+                "under reset, B's scored tokens (and the stale value in the answer's place) "
+                "score bit-for-bit the same after A and after the foreign document",
+                covered=sum(r["reset_leak_tokens"] for r in records),
+                worst=max((r["reset_leak_max_abs"] for r in records), default=0.0),
+                tolerance=0.0,
+                why_empty="no pairs",
+            ),
+            "beyond_reach_zero": zero_check(
+                "B tokens whose carry reach includes nothing of A score the same under carry, "
+                "foreign and reset",
+                covered=sum(r["blind_tokens"] for r in records),
+                worst=max((r["blind_max_abs"] for r in records), default=0.0),
+                tolerance=tolerance(ctx.model),
+                why_empty="every scored token of B can see some of A under carry",
+                n_tokens=sum(r["blind_tokens"] for r in records),
+            ),
         }
 
     def _verdict(self, outcome: Outcome) -> str:
@@ -421,9 +431,7 @@ class CrossDoc(Probe):
             f"Δ={fmt(m['carry_minus_reset']['first']['mean'])}"
         )
         failed = [k for k, v in outcome.checks.items() if not v.get("passed", True)]
-        if failed:
-            return f"{text} — CHECK FAILED: {', '.join(failed)}"
-        return f"{text}; reset leakage exactly 0"
+        return text + (note(outcome.checks) if failed else "; reset leakage exactly 0")
 
     def _plot(self, ctx: RunContext, bins: list[dict]):
         from probes.report import plots

@@ -26,7 +26,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from probes.engine.fact_pairs import LEAD_HELP, answer_job, base_example, check_lead, lead_range
+import numpy as np
+
+from probes.engine.fact_pairs import (
+    LEAD_HELP,
+    answer_job,
+    base_example,
+    check_lead,
+    check_tail,
+    lead_range,
+)
 from probes.engine.paired import PairedProbe
 from probes.framework.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
 from probes.framework.params import increasing_ints, param
@@ -62,7 +71,7 @@ def check_distance(text: str) -> None:
         raise ValueError(f"{text!r}: give one range LO-HI (or 'auto')")
 
 
-@probe("distractor", version=1)
+@probe("distractor", version=2)
 class Distractor(PairedProbe):
     """k distractors of each kind between fact and query; delta vs the clean base."""
 
@@ -121,11 +130,14 @@ class Distractor(PairedProbe):
         lo, hi = self._distance(ctx, max(ks))
         lead_lo, lead_hi = lead_range(self.params.lead, ctx)
         rng = ctx.rng(self.name, "bases", lo, hi)
+        # the answers all see the distractors: filler past their reach gives beyond_reach_zero
+        # tokens to check
+        tail, n_check = check_tail(ctx)
         bases = []
         for _ in range(ctx.n):
             d = rnd.randrange(rng, lo, hi)
             lead = rnd.randrange(rng, lead_lo, lead_hi)
-            bases.append((base_example(ctx, rng, d, lead), lead))
+            bases.append((base_example(ctx, rng, d, lead, tail=tail), lead))
         self.groups, self.jobs = [], []
         self.skipped = []
         for kind in kinds:
@@ -142,7 +154,9 @@ class Distractor(PairedProbe):
                     except ValueError as e:
                         raise ProbeInputError(f"distractor {kind} k={k}: {e}") from None
                     info = {"kind": kind, "k": k, "lead": lead, "base": b_id}
-                    self.jobs.append(answer_job(g, pair, base, info, base_id=b_id, value_len=False))
+                    job = answer_job(g, pair, base, info, base_id=b_id, value_len=False)
+                    job.check_targets = np.arange(len(base) - n_check, len(base))
+                    self.jobs.append(job)
 
     def effect_phrase(self, found: bool) -> str:
         return "distractors interfere" if found else "no evidence distractors interfere"

@@ -149,9 +149,12 @@ def print_summary(summary: dict, out=None) -> None:
             f"p {_p(m.get('p_value'))}"
             + (f", accuracy {_num(m.get('accuracy'), '{:.2f}')}" if "accuracy" in m else "")
         )
-    failed = [k for k, v in summary.get("checks", {}).items() if not v.get("passed", True)]
-    if failed:
-        c.print(f"checks FAILED: {', '.join(failed)}", style="bold red")
+    checks = summary.get("checks") or {}
+    if checks:
+        from probes.engine.checks import coverage
+
+        failed = any(not v.get("passed", True) for v in checks.values())
+        c.print(f"checks: {coverage(checks)}", style="bold red" if failed else None, soft_wrap=True)
     c.print(summary.get("verdict", ""), style="bold", soft_wrap=True)
     if summary.get("run_dir"):
         c.print(f"run directory: {summary['run_dir']}")

@@ -181,5 +181,22 @@ def cross_document(
     )
 
 
+def extend_b(texts: CrossDocument, rng: np.random.Generator, lang: Language, n: int):
+    """The same texts with `n` more filler tokens of B's topic at the end of B (the same tokens
+    after A and after the foreign document; nothing before them changes)."""
+    from synth.generate import filler
+
+    def longer(ex: Example, more: np.ndarray) -> Example:
+        doc = np.full(len(more), ex.doc_ids[-1], dtype=ex.doc_ids.dtype)
+        return ex.replace(tokens=np.r_[ex.tokens, more], doc_ids=np.r_[ex.doc_ids, doc])
+
+    more = filler(
+        lang, rng, n, texts.conflict.topics[-1], prev_token=int(texts.conflict.tokens[-1])
+    )
+    return dataclasses.replace(
+        texts, conflict=longer(texts.conflict, more), foreign=longer(texts.foreign, more)
+    )
+
+
 def _redoc(f: Fact, doc: int) -> Fact:
     return dataclasses.replace(f, doc=doc)
