@@ -6,14 +6,19 @@ we report:
 
 - `delta_mean` and `ci95`: the mean delta and its 95 % **Student-t interval**,
   mean ± t(0.975, n−1) · sd / √n.
-- `p_raw`: the two-sided **Wilcoxon signed-rank** p of "deltas symmetric about 0"
-  (scipy.stats.wilcoxon, zero_method="wilcox": exact zeros are dropped, which is exact conditional
-  on the number of zeros; exact null distribution for small n, normal approximation otherwise).
-  Every delta exactly 0 → p = 1 (and delta_mean = 0, ci95 = [0, 0]).
+- `p_raw`: the two-sided **Wilcoxon signed-rank** p of "deltas symmetric about 0", exact
+  conditional on the exact zeros (dropped) and on ties, for every n (`probes.signed_rank`: why not
+  scipy's, and how). Every delta exactly 0 → p = 1 (and delta_mean = 0, ci95 = [0, 0]).
 - `p_value`: `p_raw` Holm-adjusted across the groups of one probe run (step-down, monotone).
 
-**Verdict rule.** A group is `significant` when its Holm-adjusted Wilcoxon p < α = 0.05 **and** its
-95 % t interval excludes 0 (same side as the mean). Why these two:
+**Verdict words.** Every probe declares a margin — the minimum effect of interest, in the unit of
+its delta (`--min-effect` overrides it) — and a group's verdict is one of three words:
+- `significant`: the statistical rule below holds **and** |Δ mean| > margin;
+- `negligible`: its whole (unadjusted) 95 % interval lies strictly inside ±margin, whether or not
+  it excludes 0 — a real but tiny effect is reported as tiny, not as a finding;
+- `inconclusive`: neither.
+The statistical rule: the Holm-adjusted signed-rank p < α = 0.05 **and** the 95 % t interval
+excludes 0 (same side as the mean). Why these two:
 - The signed-rank test is exactly calibrated at any n under the null the probes create (base and
   variant exchangeable ⇒ deltas symmetric about 0), needs no normality and is robust to the heavy
   tails per-pair NLL deltas have; Holm keeps the family-wise error ≤ α across bins.
@@ -38,7 +43,6 @@ Nothing here is random: the same deltas give the same numbers.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,9 +52,11 @@ ALPHA = 0.05
 POWER = 0.8
 
 VERDICT_RULE = (
-    "significant = Holm-adjusted (across bins) two-sided Wilcoxon signed-rank p < 0.05 "
-    "and the 95% Student-t CI of the mean pair delta excludes 0"
+    "significant = Holm-adjusted (across bins) exact two-sided Wilcoxon signed-rank p < 0.05, "
+    "the 95% Student-t CI of the mean pair delta excludes 0, and |mean| > the probe's margin; "
+    "negligible = the 95% CI lies inside ±margin; inconclusive = neither"
 )
+VERDICTS = ("significant", "negligible", "inconclusive")
 
 
 def t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float] | None:
@@ -70,15 +76,11 @@ def t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float] |
 
 
 def wilcoxon_p(values: np.ndarray) -> float:
-    """Two-sided Wilcoxon signed-rank p; exact zeros dropped; all zero (or none) → 1.0."""
-    from scipy import stats
+    """Two-sided exact signed-rank p, zeros dropped and ties handled (probes.signed_rank); all
+    zero (or none) → 1.0."""
+    from probes.signed_rank import signed_rank_p
 
-    x = np.asarray(values, dtype=np.float64)
-    if x.size == 0 or not np.any(x != 0.0):
-        return 1.0
-    with warnings.catch_warnings():  # "sample too small for the normal approximation" etc.
-        warnings.simplefilter("ignore")
-        return float(stats.wilcoxon(x, zero_method="wilcox", alternative="two-sided").pvalue)
+    return signed_rank_p(values)
 
 
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
@@ -141,11 +143,44 @@ class Group:
         return cls(x.size, float(x.mean()), sd, t_interval(x), wilcoxon_p(x))
 
 
-def significant(p_value: float | None, ci95: tuple[float, float] | None) -> bool:
-    """The verdict rule (see module docstring)."""
+def significant(
+    p_value: float | None, ci95: Sequence[float] | None, mean: float | None = None, margin=0.0
+) -> bool:
+    """The statistical rule, and |mean| > margin (see module docstring)."""
     if p_value is None or ci95 is None:
         return False
-    return p_value < ALPHA and (ci95[0] > 0 or ci95[1] < 0)
+    clears = mean is None or abs(mean) > margin
+    return p_value < ALPHA and (ci95[0] > 0 or ci95[1] < 0) and clears
+
+
+def verdict(
+    p_value: float | None, ci95: Sequence[float] | None, mean: float | None, margin: float
+) -> str | None:
+    """significant | negligible | inconclusive (module docstring); None without a test."""
+    if p_value is None:
+        return None
+    if significant(p_value, ci95, mean, margin):
+        return "significant"
+    if ci95 is not None and -margin < ci95[0] and ci95[1] < margin:
+        return "negligible"
+    return "inconclusive"
+
+
+def effect_word(bins: Sequence[dict]) -> str:
+    """A run's effect over its bins: significant when any bin is, negligible when every tested
+    bin is, else inconclusive."""
+    words = [b.get("verdict") for b in bins if b.get("verdict")]
+    if "significant" in words:
+        return "significant"
+    if words and all(w == "negligible" for w in words):
+        return "negligible"
+    return "inconclusive"
+
+
+def verdict_counts(bins: Sequence[dict]) -> str:
+    """ "2 significant, 1 negligible" — how many bins got each verdict word."""
+    words = [b.get("verdict") or "untested" for b in bins]
+    return ", ".join(f"{words.count(w)} {w}" for w in (*VERDICTS, "untested") if w in words)
 
 
 def describe(values: np.ndarray) -> dict:
@@ -160,9 +195,9 @@ def describe(values: np.ndarray) -> dict:
     }
 
 
-def grouped(groups: Sequence[np.ndarray]) -> list[dict]:
-    """Per-group statistics with Holm across the groups, the verdict and the minimum detectable
-    delta. Empty groups get n = 0 and None everywhere."""
+def grouped(groups: Sequence[np.ndarray], margin: float = 0.0) -> list[dict]:
+    """Per-group statistics with Holm across the groups, the verdict (with the probe's `margin`)
+    and the minimum detectable delta. Empty groups get n = 0 and None everywhere."""
     stats_ = [Group.of(g) for g in groups]
     adjusted = holm([s.p_raw for s in stats_])
     k = sum(1 for s in stats_ if s.p_raw is not None)
@@ -176,7 +211,9 @@ def grouped(groups: Sequence[np.ndarray]) -> list[dict]:
                 "ci95": list(s.ci95) if s.ci95 is not None else None,
                 "p_raw": s.p_raw,
                 "p_value": p_adj,
-                "significant": significant(p_adj, s.ci95),
+                "significant": significant(p_adj, s.ci95, s.delta_mean, margin),
+                "verdict": verdict(p_adj, s.ci95, s.delta_mean, margin),
+                "margin": margin,
                 "mdd80": mdd(s.n, s.delta_sd, max(k, 1)) if s.delta_sd is not None else None,
             }
         )

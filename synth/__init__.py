@@ -23,7 +23,8 @@ from synth.stream import StreamBatch, StreamConfig, TrainStream
 # Changes whenever a seed would generate other text (language, examples, edits or the training
 # stream; tests/test_synth_golden.py pins each version's text). Recorded in every probe run.
 # 2: language version 2, queries "? ATTR of ENTITY VALUE ."
-GENERATOR_VERSION = 2
+# 3: the rebind edit (the value kept, bound to another entity); earlier text unchanged
+GENERATOR_VERSION = 3
 
 __all__ = [
     "GENERATOR_VERSION",

@@ -40,6 +40,7 @@ FORMAT = "txl-probes/synth-language"
 FORMAT_VERSION = 2  # 2: queries without ":" before the answer
 FACT_TEMPLATE = "the {attribute} of {entity} is {value} ."
 QUERY_TEMPLATE = "? {attribute} of {entity} {value} ."
+FACT_ENTITY_OFFSET = 3  # tokens before the entity in a fact ("the ATTR of ENTITY")
 FACT_VALUE_OFFSET = 5  # tokens before the value in a fact
 QUERY_ANSWER_OFFSET = 4  # tokens before the answer in a query
 MAX_VALUE_TOKENS = 2  # a value is one word or a prefix and a word ("deep amber")

@@ -56,7 +56,7 @@ def test_without_a_planted_effect_there_is_no_boundary_repair():
     out = run_planted(m)
     assert all(row["nomem_mem"]["mean"] == 0.0 for row in out.metrics["by_position"])
     assert not any(b["significant"] for b in out.bins)
-    assert "no evidence of boundary repair" in out.verdict
+    assert "boundary repair is negligible" in out.verdict  # exact zeros: within any margin
 
 
 @pytest.fixture(scope="module")

@@ -70,7 +70,7 @@ def test_table_and_verdict_on_stdout_progress_only_on_stderr(model, tmp_path, mo
         ]
     )
     assert r.exit_code == 0, r.stderr
-    assert "fact-swap v1" in r.stdout and "fact-swap:" in r.stdout.splitlines()[-2]
+    assert "fact-swap v2" in r.stdout and "fact-swap:" in r.stdout.splitlines()[-2]
     assert "loading" in r.stderr and "loading" not in r.stdout
     assert "scoring pairs" not in r.stdout
 

@@ -17,14 +17,17 @@ EFFECTS = [
     "boundary repair",
     "retrieval within the horizon",
     "retrieval beyond the horizon",
+    "retrieval: keyed lookup",
+    "retrieval: copy",
     "topic adaptation",
-    "stale state: previous document",
+    "stale state: cache content",
+    "stale state: previous document's fact",
     "stale state: outdated fact",
     "effective context (truncation)",
     "RECL (r = 0.1)",
 ]
 ONLY_FACT_SWAP = [
-    "--skip", "boundary", "--skip", "topic-shift", "--skip", "cross-doc",
+    "--skip", "boundary", "--skip", "topic-shift", "--skip", "cross-doc", "--skip", "fact-rebind",
     "--skip", "fact-update", "--skip", "context-sweep", "--skip", "recl",
 ]  # fmt: skip
 

@@ -14,7 +14,7 @@ from probes.framework import params as P
 from probes.framework import registry
 
 BUILTIN = {
-    "boundary", "context-sweep", "cross-doc", "distractor", "fact-delete", "fact-insert",
+    "boundary", "context-sweep", "cross-doc", "distractor", "fact-delete", "fact-insert", "fact-rebind",
     "fact-swap", "fact-update", "recl", "speed", "topic-shift",
 }  # fmt: skip
 

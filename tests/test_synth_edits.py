@@ -315,3 +315,18 @@ def test_make_pair_builds_every_probe_pair(name):
     p = make_pair(name, LANG, make_rng(3, "probe"), distance=64)
     assert p.preserves_length and p.edited().size > 0
     check_consistent(p.variant)
+
+
+def test_rebind_keeps_the_value_and_binds_it_to_an_entity_the_text_never_mentions():
+    from synth.edits import rebind
+
+    base = base_for(7, 40, supported=True)
+    p = rebind(base, make_rng(8), LANG, query=0)
+    f_base, f_var = base.facts[base.queries[0].fact], p.variant.facts[base.queries[0].fact]
+    assert p.preserves_length and p.edited().tolist() == [f_base.span.start + 3]
+    assert f_var.value == f_base.value and f_var.entity != f_base.entity
+    assert f_var.entity not in base.tokens  # a fresh entity: the query's ENTITY has no fact now
+    assert (p.variant.tokens[f_base.value_span.start : f_base.value_span.end] == f_base.value).all()
+    b, v = p.aligned_targets()
+    assert (p.base.tokens[b] == p.variant.tokens[v]).all()  # the answer is unchanged
+    check_consistent(p.variant)

@@ -41,6 +41,7 @@ from probes.engine.rows import Rows, first_difference, score_batches
 from probes.framework.probe import Outcome, Probe, RunContext
 from probes.protocol import score_rows, tolerance
 from probes.reach import REACH_LABELS, classify, doc_starts
+from probes.stats import effect_word, verdict_counts
 
 # Tokens before the first difference compared by `identical_prefix`: free for a streaming model
 # (it scores every token anyway), a whole window each for the recompute evaluator.
@@ -102,6 +103,7 @@ class PairedProbe(Probe):
     `metric_docs`, `effect_phrase`, `verdict`, `make_plots`)."""
 
     delta_doc = "mean over answer tokens of NLL(variant) − NLL(base), nats"
+    finding = "the model uses the fact"  # what a significant run shows
     delta_higher_is_better = True
     plot_series: str | None = None  # a bin field: one line per value in the delta plot
     jobs: list[Job]
@@ -240,7 +242,7 @@ class PairedProbe(Probe):
     # ------------------------------------------------------------------ summary
 
     def summarize(self, ctx: RunContext, records: list[dict], toks: list[dict]) -> Outcome:
-        bins = summary.paired_bins(self.groups, records, toks)
+        bins = summary.paired_bins(self.groups, records, toks, ctx.margin)
         for g, b in enumerate(bins):
             b.update(self.bin_fields([r for r in records if r["group"] == g]))
         has_alt = any("contrast_base" in r for r in records)
@@ -295,20 +297,26 @@ class PairedProbe(Probe):
 
     def verdict(self, outcome: Outcome) -> str:
         parts = []
+        primary = [b for b in outcome.bins if self.primary(b)]
         for label in REACH_LABELS:
-            sel = [b for b in outcome.bins if b.get("reach") == label and b["n"]]
+            sel = [b for b in primary if b.get("reach") == label and b["n"]]
             if not sel:
                 continue
-            sig = sum(1 for b in sel if b["significant"])
             n = sum(b["n"] for b in sel)
             mean = sum(b["delta_mean"] * b["n"] for b in sel) / n
-            parts.append(f"{label} Δ={mean:+.3f} ({sig}/{len(sel)} bins significant)")
-        any_sig = any(b["significant"] for b in outcome.bins)
-        head = f"{self.name}: {self.effect_phrase(any_sig)}"
+            parts.append(f"{label} Δ={mean:+.3f} ({verdict_counts(sel)})")
+        margin = primary[0].get("margin", self.margin) if primary else self.margin
+        head = f"{self.name}: {self.effect_phrase(effect_word(primary), margin)}"
         return f"{head} — {'; '.join(parts)}{checks.note(outcome.checks)}"
 
-    def effect_phrase(self, found: bool) -> str:
-        return "the model uses the fact" if found else "no evidence the model uses the fact"
+    def effect_phrase(self, word: str, margin: float) -> str:
+        """The verdict's head for the bins' `effect_word` (significant | negligible |
+        inconclusive), from the probe's `finding`."""
+        if word == "significant":
+            return self.finding
+        if word == "negligible":
+            return f"negligible — if {self.finding}, by less than ±{margin:g} {self.margin_unit}"
+        return f"inconclusive — no evidence that {self.finding}"
 
     def make_plots(self, ctx: RunContext, outcome: Outcome) -> list:
         from probes.report import plots

@@ -37,14 +37,16 @@ def contrast(records: list[dict]) -> dict[str, Any]:
     }
 
 
-def paired_bins(groups: list[dict], records: list[dict], toks: list[dict]) -> list[dict]:
+def paired_bins(
+    groups: list[dict], records: list[dict], toks: list[dict], margin: float
+) -> list[dict]:
     """One bin per group: its fields, the delta statistics (Holm across the groups), where its
     answer tokens fall (direct / layered / beyond), accuracies and the contrast."""
     by_group: dict[int, list[int]] = defaultdict(list)
     for i, r in enumerate(records):
         by_group[r["group"]].append(i)
     deltas = [np.array([records[i]["delta"] for i in by_group[g]]) for g in range(len(groups))]
-    group_stats = stats.grouped(deltas)
+    group_stats = stats.grouped(deltas, margin)
     has_alt = any("contrast_base" in r for r in records)
     bins = []
     for g in range(len(groups)):
@@ -191,6 +193,8 @@ def paired_metric_docs(delta_doc: str, has_alt: bool) -> dict[str, str]:
         "by_horizon": "{within, beyond}: describe() of the pair deltas and the accuracy of the "
         "pairs whose fact is in the first answer token's direct window, and of the rest",
         "n_significant_bins": "bins called significant by the verdict rule: " + stats.VERDICT_RULE,
+        "bins[].verdict": "significant | negligible | inconclusive (the verdict rule, with the "
+        "probe's margin: see run.json margin)",
         "bins[].mdd80": "minimum detectable mean delta of the bin (80% power, Holm worst case)",
         "bins[].reach": "direct | layered | beyond: where most of the bin's answer tokens see "
         "the fact (probes.reach)",

@@ -35,7 +35,7 @@ STATS = (
     Column("Δ mean", "delta_mean", "delta"),
     Column("95% CI", "ci95", "ci"),
     Column("p (Holm)", "p_value", "p"),
-    Column("sig", "significant", "yes/no"),
+    Column("verdict", "verdict", "left"),
     Column("mdd80", "mdd80", "f3"),
 )
 ACCURACY = (Column("acc", "accuracy", "f2"), Column("acc var", "accuracy_variant", "f2"))
@@ -58,14 +58,17 @@ def effect_row(
     n: int | None = None,
     detail: str = "",
     censored: bool = False,
+    margin: float | None = None,
 ) -> dict[str, Any]:
     """One diagnose row. `stat`: a `probes.stats.describe()` dict (mean, ci95, p_value, n), or
-    give the fields one by one (lengths such as RECL, which have no paired test). `significant`
-    follows the verdict rule where there is a p, and is None (no verdict) where there is none."""
-    from probes.stats import significant
+    give the fields one by one (lengths such as RECL, which have no paired test). A row with a
+    paired test and the probe's `margin` gets a verdict word (probes.stats.verdict); a row
+    without one gets none."""
+    from probes.stats import verdict
 
     if stat is not None:
         value, ci95, p_value, n = stat["mean"], stat["ci95"], stat["p_value"], stat["n"]
+    word = None if p_value is None or margin is None else verdict(p_value, ci95, value, margin)
     return {
         "effect": effect,
         "probe": probe,
@@ -76,9 +79,9 @@ def effect_row(
         "value": value,
         "ci95": ci95,
         "p_value": p_value,
-        "significant": significant(p_value, tuple(ci95) if ci95 else None)
-        if p_value is not None
-        else None,
+        "verdict": word,
+        "significant": None if word is None else word == "significant",
+        "margin": margin,
         "n": n,
         "detail": detail,
     }

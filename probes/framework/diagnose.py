@@ -39,7 +39,9 @@ ROW_DOCS = {
     "(effective context, RECL: a first-crossing c on the sweep's grid; descriptive, may "
     "under-cover with few texts)",
     "p_value": "two-sided Wilcoxon signed-rank p over pairs (no correction across rows)",
-    "significant": "p < 0.05 and the interval excludes 0 (rows with a paired test only)",
+    "verdict": "significant | negligible | inconclusive with the row's margin (probes.stats; "
+    "rows with a paired test only)",
+    "margin": "the probe's minimum effect of interest, in the row's unit",
     "detail": "context from the same run",
 }
 

@@ -86,6 +86,14 @@ class RunOptions:
     quick: bool = param(
         False, flags="--quick", help="Fewer pairs (the probe's quick n): a smoke run."
     )
+    min_effect: float | None = param(
+        None,
+        min=0.0,
+        metavar="X",
+        help="The minimum effect of interest, in the unit of the probe's delta: a bin is "
+        "significant only beyond it, negligible when its 95% CI lies inside ±X. "
+        "[default: the probe's margin]",
+    )
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:

@@ -65,6 +65,7 @@ class RunContext:
     run_dir: Any = None  # probes.framework.results.RunDir, set before execute()
     # The model group (LossModels, `model` first) of a probe with `model_group = True`; else [].
     group: list = field(default_factory=list)
+    margin: float = 0.05  # the run's minimum effect (the probe's, or --min-effect)
 
     def rng(self, *path: int | str):
         """A generator for this run's seed in the "probe" namespace, one stream per `path`
@@ -144,6 +145,14 @@ class Probe:
     diagnose: ClassVar[int | None] = None
     # The bin table's columns (probes.framework.declarations.Column), in order.
     columns: ClassVar[tuple] = ()
+    # The minimum effect of interest of the probe's primary delta, its unit and why that size:
+    # a bin is significant only beyond it, negligible when its interval lies inside ±margin
+    # (probes.stats); `--min-effect` overrides it for a run.
+    margin: ClassVar[float] = 0.05
+    margin_unit: ClassVar[str] = "nats/answer token"
+    margin_why: ClassVar[str] = (
+        "a 5 % change of the answer's probability (e^0.05 ≈ 1.05); reading a fact moves it by nats"
+    )
 
     @classmethod
     def diagnose_rows(cls, summary: dict[str, Any]) -> list[dict[str, Any]]:

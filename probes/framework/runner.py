@@ -135,6 +135,7 @@ def prepare(
         quick=opts.quick,
         progress=progress,
         group=group,
+        margin=cls.margin if opts.min_effect is None else opts.min_effect,
     )
     instance = cls(params)
     try:
@@ -203,6 +204,7 @@ def execute(prepared: Prepared, *, out: str | Path | None = None) -> Summary:
                 metric_docs=outcome.metric_docs,
                 higher_is_better=outcome.higher_is_better,
                 verdict_rule=_verdict_rule(),
+                margin=margin_record(cls, ctx),
                 elapsed_s=round(time.perf_counter() - p.t0, 3),
                 plots=plots,
             )
@@ -222,6 +224,17 @@ def _verdict_rule() -> str:
     from probes.stats import VERDICT_RULE
 
     return VERDICT_RULE
+
+
+def margin_record(cls, ctx: RunContext) -> dict[str, Any]:
+    """The run's minimum effect: its value, unit, and where it comes from."""
+    own = ctx.margin == cls.margin
+    return {
+        "value": ctx.margin,
+        "unit": cls.margin_unit,
+        "source": "probe" if own else "--min-effect",
+        "why": cls.margin_why if own else "given with --min-effect",
+    }
 
 
 def run_record(
@@ -266,6 +279,7 @@ def run_record(
         "threads": threads,
         "seeds": {"seed": options.seed, "namespace": "probe"},
         "n_per_group": ctx.n,
+        "margin": margin_record(cls, ctx),
         "git": provenance.git_state(),
         "package_version": __version__,
         "synth": synth_info,

@@ -34,6 +34,7 @@ class Summary:
     metric_docs: dict[str, str] = field(default_factory=dict)
     higher_is_better: dict[str, bool] = field(default_factory=dict)
     verdict_rule: str = ""
+    margin: dict[str, Any] = field(default_factory=dict)  # value, unit, source, why
     elapsed_s: float = 0.0
     plots: list[str] = field(default_factory=list)
 

@@ -56,7 +56,7 @@ def effective_context(means: np.ndarray, contexts: list[int], threshold: float =
     return int(contexts[-1])
 
 
-@probe("context-sweep", version=1, diagnose=60)
+@probe("context-sweep", version=2, diagnose=60)
 class ContextSweep(Probe):
     """Loss vs visible history c by truncation (answer and ordinary tokens), beside streaming."""
 

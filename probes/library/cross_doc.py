@@ -55,6 +55,7 @@ from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.framework.registry import probe
 from probes.protocol import tolerance
 from probes.reach import auto_bins, check_ranges, classify, label_bin, parse_ranges
+from probes.stats import effect_word, verdict_counts
 from synth.language import FACT_VALUE_OFFSET
 
 KINDS = ("carry-reset", "foreign-reset", "conflict")
@@ -290,7 +291,7 @@ class CrossDoc(Probe):
         bins = []
         for tokens, kind in FAMILIES:
             key = f"{kind.replace('-', '_')}_{tokens}"
-            fam = stats.grouped([np.array([r[key] for r in grp]) for grp in by_group])
+            fam = stats.grouped([np.array([r[key] for r in grp]) for grp in by_group], ctx.margin)
             for g in range(n_groups):
                 grp, tg = by_group[g], tok_by_group[g]
                 sel = [t["is_answer"] == (tokens == "answer") for t in tg]
@@ -406,28 +407,30 @@ class CrossDoc(Probe):
         }
 
     def _verdict(self, outcome: Outcome) -> str:
+        """Two findings: what any cache content does to B (carry − reset) and what A's
+        conflicting fact does (conflict: carry after A − carry after the foreign document)."""
         m = outcome.metrics
-        sig = [b for b in outcome.bins if b["kind"] == "carry-reset" and b["tokens"] == "answer"]
-        n_sig = m["n_significant_bins"]
 
         def fmt(x):
             return "—" if x is None else f"{x:+.3f}"
 
-        c = m["carry_minus_reset"]["answer"]
+        def family(kind):
+            return [b for b in outcome.bins if b["kind"] == kind and b["tokens"] == "answer"]
+
+        c, f = m["carry_minus_reset"]["answer"], m["conflict"]["answer"]
         ci = c["ci95"]
-        found = n_sig > 0
-        head = (
-            "carrying the previous document changes B's answer"
-            if found
-            else "no evidence that carrying the previous document changes B's answer"
-        )
+        heads = {
+            "significant": "A's conflicting fact leaks into B's answer",
+            "negligible": "A's conflicting fact leaks into B by less than the margin",
+        }
+        head = heads.get(effect_word(family("conflict")), "no evidence that A's fact leaks into B")
         text = (
-            f"{self.name}: {head} — carry-reset Δ={fmt(c['mean'])}"
+            f"{self.name}: {head} — A's fact (conflict) Δ={fmt(f['mean'])} "
+            f"({verdict_counts(family('conflict'))}), pull toward A's value "
+            f"{fmt(m['pull']['mean'])}; any cache content (carry-reset) Δ={fmt(c['mean'])}"
             + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
-            + f" ({n_sig}/{len(sig)} bins significant), foreign-reset "
-            f"Δ={fmt(m['foreign_minus_reset']['answer']['mean'])}, conflict "
-            f"Δ={fmt(m['conflict']['answer']['mean'])}, pull toward A's value "
-            f"{fmt(m['pull']['mean'])}; first tokens carry-reset "
+            + f" ({verdict_counts(family('carry-reset'))}), foreign-reset "
+            f"Δ={fmt(m['foreign_minus_reset']['answer']['mean'])}; first tokens carry-reset "
             f"Δ={fmt(m['carry_minus_reset']['first']['mean'])}"
         )
         failed = [k for k, v in outcome.checks.items() if not v.get("passed", True)]
@@ -456,18 +459,31 @@ class CrossDoc(Probe):
     @classmethod
     def diagnose_rows(cls, summary: dict) -> list[dict]:
         m = summary["metrics"]
+        unit = "nats/answer token"
         return [
             effect_row(
-                "stale state: previous document",
+                "stale state: cache content",
                 cls.name,
                 "carry_minus_reset.answer",
-                "nats/answer token",
-                "NLL of B's answer with the previous document carried in the cache − with reset",
+                unit,
+                "NLL of B's answer with the previous document carried in the cache − with reset "
+                "(any content of the cache)",
                 m["carry_minus_reset"]["answer"],
-                detail=f"first tokens {signed(m['carry_minus_reset']['first']['mean'])}, pull "
-                f"toward A's value {signed(m['pull']['mean'])}, reset leakage max "
-                f"{m['reset_leakage']['max_abs']:.1g}",
-            )
+                margin=cls.margin,
+                detail=f"first tokens {signed(m['carry_minus_reset']['first']['mean'])}, reset "
+                f"leakage max {m['reset_leakage']['max_abs']:.1g}",
+            ),
+            effect_row(
+                "stale state: previous document's fact",
+                cls.name,
+                "conflict.answer",
+                unit,
+                "NLL of B's answer after a document stating a conflicting value − after a "
+                "foreign document of the same length, both carried (A's fact itself)",
+                m["conflict"]["answer"],
+                margin=cls.margin,
+                detail=f"pull toward A's value {signed(m['pull']['mean'])}",
+            ),
         ]
 
 

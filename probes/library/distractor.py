@@ -93,6 +93,7 @@ class Distractor(PairedProbe):
 
     default_n = 24
     quick_n = 6
+    finding = "distractors interfere"
     columns = (
         DISTANCE,
         Column("kind", "kind", "left", identifies=True),
@@ -157,9 +158,6 @@ class Distractor(PairedProbe):
                     job = answer_job(g, pair, base, info, base_id=b_id, value_len=False)
                     job.check_targets = np.arange(len(base) - n_check, len(base))
                     self.jobs.append(job)
-
-    def effect_phrase(self, found: bool) -> str:
-        return "distractors interfere" if found else "no evidence distractors interfere"
 
     def extra_metrics(self, ctx, records, bins) -> dict:
         return {"skipped_cells": self.skipped}

@@ -34,7 +34,7 @@ from probes.framework.probe import RunContext
 from probes.framework.registry import probe
 
 
-@probe("fact-delete", version=1)
+@probe("fact-delete", version=2)
 class FactDelete(PairedProbe):
     """Remove a distant fact (same-length filler); delta on the answer, by distance."""
 
@@ -48,6 +48,7 @@ class FactDelete(PairedProbe):
 
     default_n = 24
     quick_n = 6
+    finding = "the fact's presence helps the answer"
     columns = PAIRED
     delta_doc = "mean over answer tokens of NLL(variant: fact deleted) − NLL(base), nats"
 
@@ -58,6 +59,3 @@ class FactDelete(PairedProbe):
         plan_by_distance(
             self, ctx, lambda base, rng: delete(base, rng, ctx.lang, query=0, same_length=fill)
         )
-
-    def effect_phrase(self, found: bool) -> str:
-        return "the fact's presence helps the answer" if found else "no evidence the fact helps"

@@ -49,7 +49,7 @@ def check_depths(text: str) -> None:
     parse_depths(text)
 
 
-@probe("fact-insert", version=1)
+@probe("fact-insert", version=2)
 class FactInsert(PairedProbe):
     """Insert a fact at a controlled distance and depth; delta grid (heatmap)."""
 
@@ -59,6 +59,7 @@ class FactInsert(PairedProbe):
 
     default_n = 16
     quick_n = 4
+    finding = "the inserted fact helps"
     columns = (
         DISTANCE,
         Column("depth", "depth", identifies=True),
@@ -90,9 +91,6 @@ class FactInsert(PairedProbe):
                     pair = insert(base, rng, ctx.lang, distance=d, query=0)
                     info = {"depth": depth}
                     self.jobs.append(answer_job(g, pair, pair.variant, info, sign=-1))
-
-    def effect_phrase(self, found: bool) -> str:
-        return "the inserted fact helps" if found else "no evidence the inserted fact helps"
 
     def extra_metrics(self, ctx, records, bins) -> dict:
         depths = sorted({b["depth"] for b in bins})

@@ -38,7 +38,7 @@ from probes.framework.registry import probe
 UNIT = "nats/answer token"
 
 
-@probe("fact-swap", version=1, diagnose=20)
+@probe("fact-swap", version=2, diagnose=20)
 class FactSwap(PairedProbe):
     """Swap a distant fact's value; delta on the answer = retrieval, by distance."""
 
@@ -48,6 +48,7 @@ class FactSwap(PairedProbe):
 
     default_n = 24
     quick_n = 6
+    finding = "the model reads the fact"
     columns = PAIRED
     delta_doc = (
         "mean over answer tokens of NLL(variant: fact says B) − NLL(base: fact says A), nats"
@@ -62,9 +63,6 @@ class FactSwap(PairedProbe):
             lambda base, rng: replace(base, rng, ctx.lang, query=0),
             alt=lambda pair: tuple(pair.meta["new_value"]),
         )
-
-    def effect_phrase(self, found: bool) -> str:
-        return "the model reads the fact" if found else "no evidence the model reads the fact"
 
     @classmethod
     def diagnose_rows(cls, summary: dict) -> list[dict]:
@@ -89,6 +87,7 @@ class FactSwap(PairedProbe):
                 "fact-swap pair delta NLL(fact says B) − NLL(fact says A) on the answer, fact "
                 "inside the direct window",
                 h["within"],
+                margin=cls.margin,
                 detail=accuracy("within"),
             ),
             effect_row(
@@ -98,6 +97,7 @@ class FactSwap(PairedProbe):
                 UNIT,
                 "the same for facts only in the layered reach or beyond it",
                 h["beyond"],
+                margin=cls.margin,
                 detail=beyond,
             ),
         ]

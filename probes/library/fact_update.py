@@ -45,7 +45,7 @@ DISTANCE_HELP = (
 )
 
 
-@probe("fact-update", version=1, diagnose=50)
+@probe("fact-update", version=2, diagnose=50)
 class FactUpdate(PairedProbe):
     """A fact updated to a new value: stale-state share and delta vs no stale statement."""
 
@@ -59,6 +59,7 @@ class FactUpdate(PairedProbe):
 
     default_n = 24
     quick_n = 6
+    finding = "the stale statement interferes with the update"
     columns = (
         *PAIRED,
         Column("stale share", "stale_share", "f2"),
@@ -127,13 +128,6 @@ class FactUpdate(PairedProbe):
             sign=1,
             alt=tuple(old.value),
             info={"lead": lead, "gap": distance - ad, "value_len": len(bt)},
-        )
-
-    def effect_phrase(self, found: bool) -> str:
-        return (
-            "the stale statement interferes with the update"
-            if found
-            else "no evidence the stale statement interferes"
         )
 
     def record_fields(self, r: dict) -> dict:
@@ -212,6 +206,7 @@ class FactUpdate(PairedProbe):
                 ci95=m["delta_ci95"],
                 p_value=m["p_value"],
                 n=summary["n_pairs"],
+                margin=cls.margin,
                 detail=f"stale share {share} (shift {signed(shift.get('mean'))})",
             )
         ]

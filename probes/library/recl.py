@@ -91,7 +91,7 @@ def recl_values(
     return out
 
 
-@probe("recl", version=1, diagnose=70)
+@probe("recl", version=2, diagnose=70)
 class RECL(Probe):
     """Relative effective context length of a model group (paper's Appendix C)."""
 

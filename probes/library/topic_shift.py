@@ -51,7 +51,7 @@ DISTANCE_HELP = (
 TOKENS = ("ordinary", "answer")
 
 
-@probe("topic-shift", version=1, diagnose=30)
+@probe("topic-shift", version=2, diagnose=30)
 class TopicShift(PairedProbe):
     """Distant filler of another topic, facts untouched: delta on ordinary tokens = adaptation."""
 
@@ -68,6 +68,13 @@ class TopicShift(PairedProbe):
 
     default_n = 24
     quick_n = 6
+    margin = 0.02
+    margin_unit = "nats/token"
+    margin_why = (
+        "2 % of an ordinary token's perplexity; adapting to a topic moves filler predictions by "
+        "tenths of a nat"
+    )
+    finding = "the model adapts to the distant topic"
     columns = (DISTANCE, Column("tokens", "tokens", identifies=True), *STATS, *ACCURACY, *REACH)
     plot_series = "tokens"
     delta_doc = (
@@ -113,13 +120,6 @@ class TopicShift(PairedProbe):
             Job(groups["ordinary"], pair, ordinary, ordinary, last, info=info, base_id=base_id),
             Job(groups["answer"], pair, answer, answer, last, info=info, base_id=base_id),
         ]
-
-    def effect_phrase(self, found: bool) -> str:
-        return (
-            "the model adapts to the distant topic"
-            if found
-            else "no evidence the model adapts to the distant topic"
-        )
 
     def verdict(self, outcome) -> str:
         import dataclasses
@@ -180,6 +180,7 @@ class TopicShift(PairedProbe):
                 "NLL of ordinary tokens with the distant filler in another topic − in the "
                 "document's topic",
                 tokens["ordinary"],
+                margin=cls.margin,
                 detail=f"answer tokens {signed(tokens['answer']['mean'])}",
             )
         ]

@@ -39,8 +39,8 @@ def print_table(summary: dict, out=None) -> None:
         )
     )
     t = Table(show_lines=False)
-    for h in ("effect", "value", "95% CI", "p", "sig", "n", "unit", "detail"):
-        t.add_column(h, justify="right" if h in ("value", "95% CI", "p", "n") else "left")
+    for h in ("effect", "value", "95% CI", "p", "verdict", "margin", "n", "unit", "detail"):
+        t.add_column(h, justify="right" if h in ("value", "95% CI", "p", "margin", "n") else "left")
     for r in summary["rows"]:
         nats = r["unit"].startswith("nats")
         v = r["value"]
@@ -52,7 +52,8 @@ def print_table(summary: dict, out=None) -> None:
             else (f"{v:+.3f}" if nats else ("≥" if r["censored"] else "") + str(v)),
             "—" if not ci else (f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if nats else f"[{ci[0]}, {ci[1]}]"),
             "—" if r["p_value"] is None else f"{r['p_value']:.2g}",
-            "—" if r["significant"] is None else ("yes" if r["significant"] else "no"),
+            r.get("verdict") or "—",
+            "—" if r.get("margin") is None else f"±{r['margin']:g}",
             str(r["n"]),
             r["unit"],
             r["detail"],

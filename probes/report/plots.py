@@ -194,7 +194,15 @@ def forest(path: Path, rows: Sequence[dict], *, title: str) -> None:
         )
     ax.axvline(0.0, color="black", lw=0.8)
     ax.set_yticks(ys, labels=[r["effect"] for r in rows], fontsize=8)
-    _finish(fig, ax, path, title, "Δ NLL (nats/token), 95% CI; red: significant", None, False)
+    _finish(
+        fig,
+        ax,
+        path,
+        title,
+        "Δ NLL (nats/token), 95% CI; red: significant (margin cleared)",
+        None,
+        False,
+    )
 
 
 def _finish(fig, ax, path: Path, title: str, xlabel: str, ylabel: str | None, legend: bool):

@@ -18,6 +18,7 @@ from synth.edits.delete import delete
 from synth.edits.distract import distract
 from synth.edits.identity import identity
 from synth.edits.insert import insert
+from synth.edits.rebind import rebind
 from synth.edits.replace import replace
 from synth.edits.topic_shift import topic_shift
 from synth.edits.update import update
@@ -33,6 +34,7 @@ EDITS: dict[str, Callable[..., Pair]] = {
     "topic-shift": topic_shift,
     "boundary": boundary,
     "identity": identity,
+    "rebind": rebind,
 }
 # probe names → the edit they are built on
 ALIASES = {
@@ -44,6 +46,7 @@ ALIASES = {
     "fact-update": "update",
     "topic_shift": "topic-shift",
     "cross-doc": "boundary",
+    "fact-rebind": "rebind",
 }
 
 
@@ -74,6 +77,7 @@ __all__ = [
     "distract",
     "identity",
     "insert",
+    "rebind",
     "replace",
     "resolve",
     "topic_shift",
