@@ -48,6 +48,10 @@ class PlantedModel:
     boundary_len: int = 4
     copy: float = 0.0
     seed: int = 0
+    # the noise's law: normal, or Cauchy (heavy tails: the per-pair deltas of a real model have
+    # them); quantum > 0 rounds every loss to a multiple of it, so deltas tie
+    tails: Literal["normal", "cauchy"] = "normal"
+    quantum: float = 0.0
     tokenizer: dict | None = None  # no tokenizer claim: it scores any token ids
     info: ModelInfo = field(init=False)
 
@@ -66,8 +70,38 @@ class PlantedModel:
 
     def _spec(self) -> dict[str, Any]:
         keys = ("tgt_len", "mem_len", "n_layer", "base", "sigma", "noise")
-        keys += ("boundary_nats", "boundary_len", "copy", "seed")
+        keys += ("boundary_nats", "boundary_len", "copy", "seed", "tails", "quantum")
         return {k: getattr(self, k) for k in keys}
+
+    @classmethod
+    def from_spec(cls, spec: str) -> PlantedModel:
+        """`planted:copy=2,sigma=1,tails=cauchy` (what `--model` accepts): fields by name, the
+        rest at their defaults. ValueError (one line) for an unknown field or a bad value."""
+        import dataclasses
+        import typing
+
+        kinds = typing.get_type_hints(cls)
+        known = [f.name for f in dataclasses.fields(cls) if f.init and f.name != "tokenizer"]
+        values: dict[str, Any] = {}
+        body = spec.split(":", 1)[1] if ":" in spec else ""
+        for item in filter(None, body.split(",")):
+            key, _, text = item.partition("=")
+            if key not in known:
+                raise ValueError(
+                    f"planted model: unknown field {key!r}; fields: {', '.join(known)}"
+                )
+            kind = kinds[key]
+            try:
+                values[key] = int(text) if kind is int else float(text) if kind is float else text
+            except ValueError:
+                raise ValueError(
+                    f"planted model: {key}={text!r} is not a {kind.__name__}"
+                ) from None
+        model = cls(**values)
+        if model.noise not in ("context", "token") or model.tails not in ("normal", "cauchy"):
+            raise ValueError("planted model: noise is context|token and tails normal|cauchy")
+        model.info = dataclasses.replace(model.info, path=spec)  # what repeats it
+        return model
 
     # ------------------------------------------------------------------ LossModel
 
@@ -113,6 +147,8 @@ class PlantedModel:
                 loss = self.base + self.sigma * self._normal(t, tokens[r, t], doc_ids[r, t], seen)
                 loss += self.boundary_nats * max(0.0, 1.0 - (h - 1) / self.boundary_len)
                 loss -= self.copy * hit
+                if self.quantum > 0:
+                    loss = self.quantum * round(loss / self.quantum)
                 nll[r, t] = loss
                 correct[r, t] = hit
         return TokenScores(nll, correct)
@@ -126,4 +162,6 @@ class PlantedModel:
         d = h.digest()
         u1 = (int.from_bytes(d[:8], "little") + 1) / 2.0**64  # (0, 1]
         u2 = int.from_bytes(d[8:], "little") / 2.0**64
+        if self.tails == "cauchy":
+            return math.tan(math.pi * (u1 - 0.5))
         return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)  # Box–Muller

@@ -77,6 +77,19 @@ def is_loss_model(model: Any) -> bool:
     return not isinstance(model, str | os.PathLike) and hasattr(model, "score")
 
 
+def model_source(model: str | os.PathLike) -> Any:
+    """One `--model`: `planted:FIELD=V,…` (a planted LossModel, probes.adapters.planted: known
+    effects, no torch), else a checkpoint directory or a shipped model's name."""
+    if str(model).startswith("planted:"):
+        from probes.adapters.planted import PlantedModel
+
+        try:
+            return PlantedModel.from_spec(str(model))
+        except ValueError as e:
+            raise ProbeInputError(f"--model {str(model)!r}: {e}") from None
+    return resolve_model_path(model)
+
+
 def model_sources(cls: type, model: Any) -> list[Any]:
     """The models of a run: checkpoint directories (Path) or LossModel objects. A probe compares
     a group (`model_group = True`) of the models given (`--model` repeated), or, when one or none
@@ -88,7 +101,7 @@ def model_sources(cls: type, model: Any) -> list[Any]:
         given = [] if model is None else [model]
     if not getattr(cls, "model_group", False) and len(given) > 1:
         raise ProbeInputError(f"probe {cls.name} takes one --model, got {len(given)}; give it once")
-    sources = [m if is_loss_model(m) else resolve_model_path(m) for m in given] or [
+    sources = [m if is_loss_model(m) else model_source(m) for m in given] or [
         resolve_model_path(None)
     ]
     if not getattr(cls, "model_group", False):
