@@ -2,6 +2,7 @@
 codes, and bad inputs (each one line, exit 2, no run directory)."""
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -238,3 +239,21 @@ def test_cross_doc_records_the_policies_it_ran(model, tmp_path):
     doc = json.loads(r.stdout)
     assert doc["metrics"]["policies"] == ["reset", "carry", "foreign"]
     assert "policies" in doc["metric_docs"]
+
+
+def test_rerun_never_imports_a_probe_file_named_in_run_json_unless_allowed(model, tmp_path):
+    r = invoke(["run", "fact-swap", "--model", model, "--out", str(tmp_path / "o"),
+                "--distance", "8-14", "--n", "2", "--json", "--quiet"])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    run_dir = Path(json.loads(r.stdout)["run_dir"])
+    marker = tmp_path / "imported"
+    hostile = tmp_path / "hostile.py"
+    hostile.write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    record = json.loads((run_dir / "run.json").read_text())
+    record["probe"]["spec"] = f"{hostile}:Class"
+    record["probe"]["class"] = f"{hostile}:Class"
+    (run_dir / "run.json").write_text(json.dumps(record))
+    r = invoke(["rerun", str(run_dir), "--quiet"])
+    assert r.exit_code == 2 and "--allow-file-probes" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not marker.exists()  # the file's code never ran

@@ -56,7 +56,14 @@ def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--quiet", is_flag=True, help="No progress or logs on stderr.")
-def rerun_command(run_dir: str, out: str | None, as_json: bool, quiet: bool) -> None:
+@click.option(
+    "--allow-file-probes",
+    is_flag=True,
+    help="Import the probe file a run.json names (it runs that file's code).",
+)
+def rerun_command(
+    run_dir: str, out: str | None, as_json: bool, quiet: bool, allow_file_probes: bool
+) -> None:
     """Repeat a run from its run.json and say whether the numbers match (exit 1 if not)."""
     from probes.framework.probe import ProbeInputError
     from probes.framework.progress import Progress
@@ -64,7 +71,12 @@ def rerun_command(run_dir: str, out: str | None, as_json: bool, quiet: bool) -> 
     from probes.framework.results import RunDirError
 
     try:
-        result = rerun(run_dir, out=out, progress=Progress.auto(quiet or as_json))
+        result = rerun(
+            run_dir,
+            out=out,
+            progress=Progress.auto(quiet or as_json),
+            allow_file_probes=allow_file_probes,
+        )
     except (ProbeInputError, RunDirError) as e:
         raise BadInput(str(e)) from None
     from probes.report.tables import print_rerun

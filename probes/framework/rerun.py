@@ -48,9 +48,13 @@ def _abs_diff(d: dict) -> float:
     return math.inf
 
 
-def rerun(run_dir: Path, out: str | None = None, progress=None) -> dict:
+def rerun(
+    run_dir: Path, out: str | None = None, progress=None, allow_file_probes: bool = False
+) -> dict:
     """Repeat the run of `run_dir` (a `probe run` or a `probe diagnose` directory) and compare.
-    Raises ProbeInputError (one line) for a directory that cannot be repeated."""
+    Raises ProbeInputError (one line) for a directory that cannot be repeated. A run.json that
+    names a probe file (`path/to/file.py:Class`) is refused unless `allow_file_probes`: importing
+    it runs its code, and a run directory may come from anyone."""
     from probes.framework.probe import ProbeInputError
 
     record, original = load_run(run_dir)
@@ -73,6 +77,13 @@ def rerun(run_dir: Path, out: str | None = None, progress=None) -> dict:
         from probes.framework.runner import run
 
         spec, kwargs = rerun_options(record)
+        from probes.framework import registry
+
+        if registry.is_file_spec(str(spec)) and not allow_file_probes:
+            raise ProbeInputError(
+                f"{str(run_dir)!r}: run.json names the probe file {spec!r}; rerun imports a file "
+                "(and runs its code) only with --allow-file-probes"
+            )
         if out is not None:
             kwargs["out"] = out
         summary = run(spec, progress=progress, argv=argv, **kwargs)
