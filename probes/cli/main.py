@@ -24,7 +24,14 @@ import click
 
 from probes import __version__
 from probes.cli.diagnose import diagnose_command
-from probes.cli.errors import EXIT_INTERNAL, EXIT_INTERRUPT, EXIT_OK, EXIT_USAGE, one_line
+from probes.cli.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPT,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    one_line,
+)
 from probes.cli.report import report_command, rerun_command
 from probes.cli.run import list_command, run_group
 from probes.cli.synth import synth_group
@@ -36,10 +43,21 @@ from probes.cli.train_compare import train_compare_command
 NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is (a run records "interrupted", like Ctrl-C)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated()
+
+
 class ProbeCLI(click.Group):
     """The top-level group: turns every failure into one line on stderr and an exit code."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        import signal
+
+        previous = signal.signal(signal.SIGTERM, _terminate)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else EXIT_OK
@@ -53,9 +71,13 @@ class ProbeCLI(click.Group):
         except click.ClickException as e:
             click.echo(f"error: {one_line(e.format_message())}", err=True)
             code = e.exit_code
-        except (click.Abort, KeyboardInterrupt):
-            click.echo("interrupted", err=True)
-            code = EXIT_INTERRUPT
+        except (click.Abort, KeyboardInterrupt) as e:  # click turns Ctrl-C into Abort
+            if isinstance(e, Terminated) or isinstance(e.__cause__, Terminated):
+                click.echo("terminated (SIGTERM)", err=True)
+                code = EXIT_TERMINATED
+            else:
+                click.echo("interrupted", err=True)
+                code = EXIT_INTERRUPT
         except Exception as e:  # an internal error: one line unless asked for the traceback
             if os.environ.get("PROBES_DEBUG"):
                 traceback.print_exc()
@@ -65,6 +87,8 @@ class ProbeCLI(click.Group):
                 err=True,
             )
             code = EXIT_INTERNAL
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         if standalone_mode:
             sys.exit(code)
         return code

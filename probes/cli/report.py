@@ -12,21 +12,26 @@ from probes.cli.errors import BadInput, emit
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
-    """Show finished runs side by side: one run's table, or several (say --mem 128 and 640)."""
-    from probes.framework.results import RunDirError, load_run
+    """Show finished runs side by side: one run's table, or several (say --mem 128 and 640).
+    Runs that did not finish (still running, interrupted, dead) are left out and listed."""
+    from probes.framework.results import RunDirError, load_run, status
 
-    summaries = []
+    summaries, shown, skipped = [], [], []
     for d in run_dirs:
         try:
             run_json, summary = load_run(d)
         except RunDirError as e:
             raise BadInput(str(e)) from None
-        if summary is None:
-            raise BadInput(
-                f"{d!r} has no summary.json (status {run_json.get('status')!r}); "
-                "give a finished run"
-            )
+        if summary is None or run_json.get("status") == "running":
+            skipped.append(f"{d} ({status(d, run_json)})")
+            continue
         summaries.append(summary)
+        shown.append(d)
+    if not summaries:
+        raise BadInput(f"no finished run among {', '.join(skipped)}; give a finished run")
+    if skipped:
+        click.echo(f"skipped (not finished): {', '.join(skipped)}", err=True)
+    run_dirs = tuple(shown)
     if as_json:
         from probes.framework.results import print_json
 

@@ -32,6 +32,28 @@ from txl.io import atomic_write, atomic_write_with, json_safe
 from txl.run_dir import RunDirError
 
 SCHEMA_VERSION = 1
+LOCK_FILE = ".lock"  # held (flock) while a run lives
+
+
+def is_live(path: Path) -> bool:
+    """Whether a process still runs in this run directory (it holds the lock)."""
+    import fcntl
+
+    try:
+        with open(Path(path) / LOCK_FILE) as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False
+    except FileNotFoundError:
+        return False
+
+
+def status(path: Path, run: dict) -> str:
+    """run.json's status, with a "running" run whose process is gone called "dead"."""
+    recorded = str(run.get("status"))
+    return "dead" if recorded == "running" and not is_live(path) else recorded
 
 
 def dumps(obj: Any, indent: int | None = 2) -> str:
@@ -130,9 +152,15 @@ class RunDir:
 
     @contextmanager
     def recording(self, record: dict):
-        """Write run.json (status "running") and run the block; a block that ends by an
-        interruption or an error leaves run.json saying so ("interrupted", "error" with the
-        reason), and the files are closed however it ends. The block calls `finish`."""
+        """Write run.json (status "running") and run the block, holding an exclusive lock on
+        the directory's `.lock` (`flock`) while it runs, so that a reader can tell a live run
+        from a dead one (`is_live`). A block that ends by an interruption (SIGINT, SIGTERM) or
+        an error leaves run.json saying so ("interrupted", "error" with the reason), and the
+        files are closed however it ends. The block calls `finish`."""
+        import fcntl
+
+        lock = open(self.path / LOCK_FILE, "w")
+        fcntl.flock(lock, fcntl.LOCK_EX)
         self.write_json("run.json", record)
         try:
             yield record
@@ -147,6 +175,7 @@ class RunDir:
             raise
         finally:
             self.close()
+            lock.close()  # releases the lock
 
     def finish(self, record: dict, *, passed: bool, elapsed_s: float) -> None:
         """The run ended: "complete", or "failed-check" when one of its own checks failed."""
