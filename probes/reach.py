@@ -212,3 +212,15 @@ def parse_ranges(text: str) -> list[tuple[int, int]] | None:
 
 def check_ranges(text: str) -> None:
     parse_ranges(text)
+
+
+def gap_bins(horizon, offset: int) -> list[tuple[int, int]]:
+    """Auto bins of a distance that ends `offset` tokens before the scored token (cross-doc: A's
+    fact → the document boundary, B's answer `offset` tokens after it): `auto_bins` moved back by
+    the offset, so each still falls in one reach region, after an adjacent bin (2, 8)."""
+    out: list[tuple[int, int]] = [(2, 8)]
+    for lo, hi in auto_bins(horizon):
+        lo, hi = max(lo - offset, out[-1][1] + 1), hi - offset
+        if hi >= lo:
+            out.append((lo, hi))
+    return out

@@ -54,18 +54,23 @@ def paired_bins(
         recs = [records[i] for i in ids]
         b = {**groups[g], **group_stats[g]}
         b["distance_mean"] = float(np.mean([r["distance"] for r in recs])) if ids else None
-        lab = label_bin(
-            [d for i in ids for d in toks[i]["distance"]],
-            [d for i in ids for d in toks[i]["direct"]],
-            [d for i in ids for d in toks[i]["reach"]],
-        )
-        b.update(lab or NO_REACH)
+        b.update(reach_of([toks[i] for i in ids]) or NO_REACH)
         b.update(stats.accuracy(_flags(recs, "correct_base")))
         b["accuracy_variant"] = stats.accuracy(_flags(recs, "correct_variant"))["accuracy"]
         if has_alt:
             b.update(contrast(recs))
         bins.append(b)
     return bins
+
+
+def reach_of(toks: list[dict], select: str | None = None, value: bool = True) -> dict | None:
+    """Where a bin's scored tokens fall (probes.reach.label_bin), over every token of `toks`
+    or those whose `select` flag equals `value`."""
+
+    def values(key: str) -> list:
+        return [x for t in toks for x in (t[key] if select is None else t[key][t[select] == value])]
+
+    return label_bin(values("distance"), values("direct"), values("reach"))
 
 
 def paired_metrics(records: list[dict], primary: list[dict], has_alt: bool) -> dict[str, Any]:

@@ -14,10 +14,12 @@ condition and are scored under three cache policies:
 Per pair, means over the scored tokens of B — `answer` (B's answer tokens V) or `first` (B's
 first `--first` tokens after its `<eod>`); every delta > 0 means worse for B:
 
-    carry-reset    NLL_carry(A;B) − NLL_reset(A;B)             what carrying A costs (stale state)
+    carry-reset    NLL_carry(A;B) − NLL_reset(A;B)             what carrying A costs: any cache
+                                                               content (a random model has it too)
     foreign-reset  NLL_carry(A_foreign;B) − NLL_reset(A;B)     what any full cache costs
-    conflict       NLL_carry(A;B) − NLL_carry(A_foreign;B)     leakage under carry: what A's
-                                                               content (its conflicting fact) does
+    conflict       NLL_carry(A;B) − NLL_carry(A_foreign;B)     what A's fact itself does: the row
+                                                               that answers "does a stale document
+                                                               leak its fact" (with pull)
     pull           contrast_foreign − contrast_carry, contrast = log p(V) − log p(V′) at B's
                    answer (answer tokens only; value priors cancel, and so does what any full
                    cache does): > 0 ⇔ the model reads A's stale value V′ into B
@@ -26,7 +28,8 @@ The run's own checks (a failure makes `probe run` exit 1):
     reset_leakage_zero   leakage under reset, NLL_reset(A;B) − NLL_reset(A_foreign;B) on every
                          scored token of B (and on V′ in its place), is exactly 0 — bit for bit
     beyond_reach_zero    B tokens whose carry reach does not include A at all score the same under
-                         carry, foreign and reset (within the dtype's tolerance)
+                         carry, foreign and reset (within the dtype's tolerance); B ends in filler
+                         past A's layered reach so that the check has tokens to check
 
 Bins: distance (A's fact → the boundary) × kind × tokens; Holm runs across the distance bins of
 one (kind, tokens) family. Each bin's reach label is that of the distance from A's fact to the
@@ -48,23 +51,25 @@ import numpy as np
 from probes import stats
 from probes.engine.checks import note, zero_check
 from probes.engine.fact_pairs import CHECK_TAIL, draws_per_bin
-from probes.engine.summary import by_reach, flat_arrays
+from probes.engine.summary import by_reach, flat_arrays, reach_of
 from probes.framework.declarations import DISTANCE, REACH, STATS, Column, effect_row, signed
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.framework.registry import probe
 from probes.protocol import tolerance
-from probes.reach import auto_bins, check_ranges, classify, label_bin, parse_ranges
+from probes.reach import check_ranges, classify, gap_bins, parse_ranges
 from probes.stats import effect_word, verdict_counts
 from synth.language import FACT_VALUE_OFFSET
 
 KINDS = ("carry-reset", "foreign-reset", "conflict")
 POLICIES = ("reset", "carry", "foreign")
 NLLS = ("reset", "reset_foreign", "carry", "foreign")  # the scored conditions
+TOKEN_ARRAYS = ["position", "is_answer", "distance", "direct", "reach", *(f"nll_{k}" for k in NLLS)]
 FAMILIES = (
     *(("answer", k) for k in (*KINDS, "pull")),
     *(("first", k) for k in KINDS),
 )
+UNIT = "nats/answer token"
 B_LEAD = 8  # filler tokens between B's <eod> and its fact (at least --first)
 
 DISTANCE_HELP = (
@@ -72,17 +77,6 @@ DISTANCE_HELP = (
     "'auto' (from the carry geometry: adjacent, inside the direct window, only in the layered "
     "reach, beyond) or LO-HI,… e.g. 2-16,200-300"
 )
-
-
-def gap_bins(horizon, offset: int) -> list[tuple[int, int]]:
-    """Auto bins of the fact → boundary distance: the usual fact → answer bins (probes.reach)
-    moved back by B's answer offset, so each still falls in one reach region for B's answer."""
-    out: list[tuple[int, int]] = [(2, 8)]
-    for lo, hi in auto_bins(horizon):
-        lo, hi = max(lo - offset, out[-1][1] + 1), hi - offset
-        if hi >= lo:
-            out.append((lo, hi))
-    return out
 
 
 @probe("cross-doc", version=2, diagnose=40)
@@ -258,17 +252,12 @@ class CrossDoc(Probe):
             rec[f"carry_reset_{tokens}"] = m["carry"] - m["reset"]
             rec[f"foreign_reset_{tokens}"] = m["foreign"] - m["reset"]
             rec[f"conflict_{tokens}"] = m["carry"] - m["foreign"]
-        contrast = {
-            "reset": float(rs.nll[r_ca, ans].sum() - rs.nll[r_c, ans].sum()),
-            "carry": float(cs.nll[r_ca, ans].sum() - cs.nll[r_c, ans].sum()),
-            "foreign": float(cs.nll[r_fa, ans].sum() - cs.nll[r_f, ans].sum()),
-        }
-        for key, v in contrast.items():
-            rec[f"contrast_{key}"] = v
-        rec["pull_answer"] = contrast["foreign"] - contrast["carry"]
-        rec["correct_reset"] = bool(rs.correct[r_c, ans].all())
-        rec["correct_carry"] = bool(cs.correct[r_c, ans].all())
-        rec["correct_foreign"] = bool(cs.correct[r_f, ans].all())
+        # policy → (its scores, the row of B's text, of B with V′ in the answer)
+        rows = {"reset": (rs, r_c, r_ca), "carry": (cs, r_c, r_ca), "foreign": (cs, r_f, r_fa)}
+        for pol, (sc, r, r_alt) in rows.items():
+            rec[f"contrast_{pol}"] = float(sc.nll[r_alt, ans].sum() - sc.nll[r, ans].sum())
+            rec[f"correct_{pol}"] = bool(sc.correct[r, ans].all())
+        rec["pull_answer"] = rec["contrast_foreign"] - rec["contrast_carry"]
         tok = {
             "position": scored,
             "is_answer": np.r_[np.zeros(k, bool), np.ones(len(ans), bool)],
@@ -293,28 +282,19 @@ class CrossDoc(Probe):
             key = f"{kind.replace('-', '_')}_{tokens}"
             fam = stats.grouped([np.array([r[key] for r in grp]) for grp in by_group], ctx.margin)
             for g in range(n_groups):
-                grp, tg = by_group[g], tok_by_group[g]
-                sel = [t["is_answer"] == (tokens == "answer") for t in tg]
-                lab = label_bin(
-                    [d for t, s in zip(tg, sel, strict=True) for d in t["distance"][s]],
-                    [d for t, s in zip(tg, sel, strict=True) for d in t["direct"][s]],
-                    [d for t, s in zip(tg, sel, strict=True) for d in t["reach"][s]],
-                )
+                grp = by_group[g]
+                lab = reach_of(tok_by_group[g], "is_answer", tokens == "answer")
                 b = {**self.groups[g], "kind": kind, "tokens": tokens, **fam[g]}
                 b["measure"] = f"{kind} · {tokens}"
                 b["distance_mean"] = float(np.mean([r["distance"] for r in grp])) if grp else None
                 b.update(lab or {"reach": None, "within_horizon": None})
                 if tokens == "answer":
                     for pol in POLICIES:
-                        acc = stats.accuracy(np.array([r[f"correct_{pol}"] for r in grp], bool))
-                        b["accuracy" if pol == "reset" else f"accuracy_{pol}"] = acc["accuracy"]
+                        b["accuracy" if pol == "reset" else f"accuracy_{pol}"] = accuracy(grp, pol)
                 bins.append(b)
         metrics = self._metrics(records)
-        metrics["n_significant_bins"] = sum(
-            1
-            for b in bins
-            if b["kind"] == "carry-reset" and b["tokens"] == "answer" and b["significant"]
-        )
+        main = [b for b in bins if b["kind"] == "carry-reset" and b["tokens"] == "answer"]
+        metrics["n_significant_bins"] = sum(b["significant"] for b in main)
         checks = self._checks(ctx, records)
         outcome = Outcome(
             metrics=metrics,
@@ -322,28 +302,12 @@ class CrossDoc(Probe):
             checks=checks,
             metric_docs=METRIC_DOCS,
             higher_is_better={
-                "delta_mean": False,
-                "carry_minus_reset": False,
-                "foreign_minus_reset": False,
-                "conflict": False,
-                "pull": False,
-                "accuracy": True,
-                "accuracy_carry": True,
+                **dict.fromkeys(("delta_mean", "carry_minus_reset", "foreign_minus_reset"), False),
+                **dict.fromkeys(("conflict", "pull"), False),
+                **dict.fromkeys(("accuracy", "accuracy_carry"), True),
             },
             n_pairs=len(records),
-            arrays=flat_arrays(
-                records,
-                toks,
-                [
-                    "position",
-                    "is_answer",
-                    "distance",
-                    "direct",
-                    "reach",
-                    *(f"nll_{k}" for k in NLLS),
-                ],
-                "position",
-            ),
+            arrays=flat_arrays(records, toks, TOKEN_ARRAYS, "position"),
         )
         outcome.verdict = self._verdict(outcome)
         outcome.plots = [self._plot(ctx, bins)]
@@ -375,12 +339,7 @@ class CrossDoc(Probe):
             },
             "accuracy": acc["accuracy"],
             "accuracy_ci95": acc["accuracy_ci95"],
-            "accuracy_carry": stats.accuracy(np.array([r["correct_carry"] for r in records], bool))[
-                "accuracy"
-            ],
-            "accuracy_foreign": stats.accuracy(
-                np.array([r["correct_foreign"] for r in records], bool)
-            )["accuracy"],
+            **{f"accuracy_{pol}": accuracy(records, pol) for pol in ("carry", "foreign")},
             "by_reach": by_reach(records, "carry_reset_answer", accuracy=None),
             "policies": list(POLICIES),
         }
@@ -459,62 +418,61 @@ class CrossDoc(Probe):
     @classmethod
     def diagnose_rows(cls, summary: dict) -> list[dict]:
         m = summary["metrics"]
-        unit = "nats/answer token"
+        cache = (
+            "stale state: cache content",
+            "carry_minus_reset",
+            "NLL of B's answer with the previous document carried − with reset (any content)",
+            f"first tokens {signed(m['carry_minus_reset']['first']['mean'])}, reset leakage max "
+            f"{m['reset_leakage']['max_abs']:.1g}",
+        )
+        fact = (
+            "stale state: previous document's fact",
+            "conflict",
+            "NLL of B's answer after A (its conflicting value) − after a foreign document, both "
+            "carried (A's fact itself)",
+            f"pull toward A's value {signed(m['pull']['mean'])}",
+        )
         return [
             effect_row(
-                "stale state: cache content",
+                effect,
                 cls.name,
-                "carry_minus_reset.answer",
-                unit,
-                "NLL of B's answer with the previous document carried in the cache − with reset "
-                "(any content of the cache)",
-                m["carry_minus_reset"]["answer"],
+                f"{key}.answer",
+                UNIT,
+                why,
+                m[key]["answer"],
                 margin=cls.margin,
-                detail=f"first tokens {signed(m['carry_minus_reset']['first']['mean'])}, reset "
-                f"leakage max {m['reset_leakage']['max_abs']:.1g}",
-            ),
-            effect_row(
-                "stale state: previous document's fact",
-                cls.name,
-                "conflict.answer",
-                unit,
-                "NLL of B's answer after a document stating a conflicting value − after a "
-                "foreign document of the same length, both carried (A's fact itself)",
-                m["conflict"]["answer"],
-                margin=cls.margin,
-                detail=f"pull toward A's value {signed(m['pull']['mean'])}",
-            ),
+                detail=detail,
+            )
+            for effect, key, why, detail in (cache, fact)
         ]
 
 
+def accuracy(records: list[dict], policy: str) -> float | None:
+    """The share of pairs whose every answer token of B is the argmax under `policy`."""
+    return stats.accuracy(np.array([r[f"correct_{policy}"] for r in records], bool))["accuracy"]
+
+
 METRIC_DOCS = {
-    "delta_mean": "carry-reset on B's answer tokens: mean over pairs of NLL_carry(A;B) − "
-    "NLL_reset(A;B) (mean over answer tokens), nats; > 0 ⇔ carrying A hurts B",
+    "delta_mean": "carry-reset on B's answer (mean over pairs of NLL_carry(A;B) − NLL_reset(A;B)), "
+    "nats; > 0 ⇔ carrying A hurts B",
     "delta_ci95": "95% Student-t interval of delta_mean",
-    "p_value": "two-sided Wilcoxon signed-rank p of delta_mean over all pairs",
-    "carry_minus_reset": "{answer, first}: describe() of carry-reset on B's answer tokens / on "
-    "B's first --first tokens (n, mean, sd, ci95, p_value)",
-    "foreign_minus_reset": "{answer, first}: NLL_carry(A_foreign;B) − NLL_reset(A;B): the cost "
-    "of a full but irrelevant cache",
-    "conflict": "{answer, first}: NLL_carry(A;B) − NLL_carry(A_foreign;B): leakage under carry, "
-    "what A's content (the conflicting fact) does to B",
-    "pull": "contrast_foreign − contrast_carry per pair, contrast = log p(V) − log p(V′) at "
-    "B's answer (V B's value, V′ A's stale one): > 0 ⇔ the model reads A's stale value into B",
+    "p_value": "exact two-sided signed-rank p of delta_mean over all pairs",
+    "carry_minus_reset": "{answer, first}: describe() of carry-reset: any cache content",
+    "foreign_minus_reset": "{answer, first}: describe() of foreign-reset: a full, irrelevant cache",
+    "conflict": "{answer, first}: describe() of conflict: what A's conflicting fact does to B",
+    "pull": "describe() of pull: > 0 ⇔ the model reads A's stale value V′ into B's answer",
     "contrast": "{reset, carry, foreign}: log p(V) − log p(V′) at B's answer under each policy",
-    "reset_leakage": "max |NLL_reset(A;B) − NLL_reset(A_foreign;B)| over all scored tokens "
-    "(must be exactly 0; the reset_leakage_zero check)",
+    "reset_leakage": "max |NLL_reset(A;B) − NLL_reset(A_foreign;B)| over B's scored tokens (0)",
     "accuracy": "fraction of pairs whose every answer token of B is the argmax under reset",
     "accuracy_ci95": "Wilson 95% interval of accuracy",
     "accuracy_carry": "the same under carry (A's conflicting fact in the cache)",
     "accuracy_foreign": "the same under carry after the foreign document",
-    "by_reach": "carry-reset on answer tokens by whether A's fact is direct / layered / beyond "
-    "for B's first answer token under the carry geometry",
+    "by_reach": "carry-reset by where A's fact falls for B's first answer token (carry geometry)",
     "policies": "the cache policies scored (all of them, on the same tokens)",
     "n_significant_bins": "carry-reset · answer bins called significant: " + stats.VERDICT_RULE,
-    "bins[].kind": "carry-reset | foreign-reset | conflict | pull (see the probe's help)",
+    "bins[].kind": "carry-reset | foreign-reset | conflict | pull (the module's formulas)",
     "bins[].tokens": "answer (B's answer tokens) | first (B's first tokens after its <eod>)",
     "bins[].distance_lo/hi": "distance from A's fact (its last token) to B's <eod>",
-    "bins[].p_value": "Wilcoxon p, Holm-adjusted across the distance bins of one (kind, tokens)",
-    "bins[].reach": "direct | layered | beyond: where A's fact falls for the bin's scored tokens "
-    "under the carry geometry",
+    "bins[].p_value": "signed-rank p, Holm-adjusted across the distance bins of one (kind, tokens)",
+    "bins[].reach": "where A's fact falls for the bin's scored tokens under the carry geometry",
 }
