@@ -176,6 +176,7 @@ class RunDir:
         finally:
             self.close()
             lock.close()  # releases the lock
+            (self.path / LOCK_FILE).unlink(missing_ok=True)  # a killed run keeps it: "dead"
 
     def finish(self, record: dict, *, passed: bool, elapsed_s: float) -> None:
         """The run ended: "complete", or "failed-check" when one of its own checks failed."""
