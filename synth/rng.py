@@ -20,8 +20,12 @@ from typing import Any
 import numpy as np
 
 
-def _namespace_key(namespace: str) -> int:
-    return int.from_bytes(hashlib.sha256(namespace.encode()).digest()[:8], "little")
+def key(part: int | str) -> int:
+    """A stable integer for a seed path component: an int as it is, a string by its sha256
+    (Python's hash() is salted per process)."""
+    if isinstance(part, int):
+        return part
+    return int.from_bytes(hashlib.sha256(part.encode()).digest()[:8], "little")
 
 
 def seed_sequence(seed: int, namespace: str = "train") -> np.random.SeedSequence:
@@ -31,7 +35,7 @@ def seed_sequence(seed: int, namespace: str = "train") -> np.random.SeedSequence
     sequence, different namespaces give unrelated ones."""
     if not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    return np.random.SeedSequence([int(seed), _namespace_key(namespace)])
+    return np.random.SeedSequence([int(seed), key(namespace)])
 
 
 def make_rng(seed: int | np.random.SeedSequence, namespace: str = "probe") -> np.random.Generator:

@@ -257,3 +257,23 @@ def test_rerun_never_imports_a_probe_file_named_in_run_json_unless_allowed(model
     assert r.exit_code == 2 and "--allow-file-probes" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not marker.exists()  # the file's code never ran
+
+
+def test_rerun_of_a_run_recorded_elsewhere_uses_the_shipped_model_of_the_same_sha256(tmp_path):
+    r = invoke(["run", "fact-swap", "--model", "default", "--out", str(tmp_path / "o"),
+                "--distance", "8-14", "--n", "2", "--json", "--quiet", "--threads", "1"])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    run_dir = Path(json.loads(r.stdout)["run_dir"])
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["options"]["model"] == "default"  # recorded by name
+    record["options"]["model"] = "/elsewhere/checkout/probes/models/default"  # another machine
+    (run_dir / "run.json").write_text(json.dumps(record))
+    r = invoke(["rerun", str(run_dir), "--json", "--quiet"])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["match"] == "exact"
+    assert any("used the shipped model 'default'" in n for n in doc["notes"])
+    record["model"]["sha256"] = "0" * 64  # and a model this installation does not have
+    (run_dir / "run.json").write_text(json.dumps(record))
+    r = invoke(["rerun", str(run_dir), "--quiet"])
+    assert r.exit_code == 2 and "does not exist here" in r.stderr

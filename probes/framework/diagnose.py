@@ -1,15 +1,14 @@
 """`probe diagnose`: what the cache does for one model, its effects side by side.
 
 The suite is every registered probe whose `@probe(...)` gives `diagnose=N` (in that order), run
-with its default parameters and the run options given; a `model_group` probe (RECL) runs on the
-model group (`--model` repeated, or the model's `-mem0` sibling when there is one). Without a
-group, or when the geometry leaves it nothing to compare (RECL at mem_len 0: one context only),
-such a probe is left out and `skipped` says why. Each probe turns its own summary into rows
+with its default parameters and the run options given; a `model_group` probe runs on the model
+group (`--model` repeated, or the model's `-mem0` sibling when there is one). Without a group, or
+when the geometry leaves it nothing to compare (`ProbeNotApplicable`), such a probe is left out
+and `skipped` says why. Each probe turns its own summary into rows
 (`diagnose_rows`); this module knows no probe by name.
 
 Every probe is prepared first — inputs checked, each model loaded once, pairs built — so bad input
-(a geometry one probe cannot use, say --tgt-len 4 with boundary's first 4 positions) is one line,
-exit 2, and no directory.
+(a geometry one probe cannot use) is one line, exit 2, and no directory.
 
 Everything lands in one run directory, `<out>/diagnose/<model-id>/<UTC-time>-<8 hex>/`:
 `run.json` (provenance, options, the models), `summary.json` (the table's rows, every sub-run's
@@ -35,8 +34,8 @@ OPTIONS = (
 
 ROW_DOCS = {
     "value": "the row's number in its unit (see each probe's metric_docs for the definition)",
-    "ci95": "95% interval: Student-t over pairs (nats rows); bootstrap percentile over texts "
-    "(effective context, RECL: a first-crossing c on the sweep's grid; descriptive, may "
+    "ci95": "95% interval: Student-t over pairs (rows with a paired test); bootstrap percentile "
+    "over texts (lengths read off a sweep: a first-crossing c on its grid; descriptive, may "
     "under-cover with few texts)",
     "p_value": "two-sided Wilcoxon signed-rank p over pairs (no correction across rows)",
     "verdict": "significant | negligible | inconclusive with the row's margin (probes.stats; "

@@ -7,7 +7,7 @@ run (`argv()`). A probe contributes its own options through its `Params`, declar
 the next run option (a haystack, a minimum effect) is one more field here.
 
 Output options (`--json`, `--quiet`) say how a result is shown, not what is computed: they are
-declared once in `OUTPUT_OPTIONS` and never recorded.
+declared once in `output_options()` and never recorded.
 
 click only at import: `probe --help` stays instant.
 """

@@ -66,6 +66,7 @@ class RunContext:
     # The model group (LossModels, `model` first) of a probe with `model_group = True`; else [].
     group: list = field(default_factory=list)
     margin: float = 0.05  # the run's minimum effect (the probe's, or --min-effect)
+    margin_source: str = "probe"  # "probe" | "--min-effect"
 
     def rng(self, *path: int | str):
         """A generator for this run's seed in the "probe" namespace, one stream per `path`
@@ -73,7 +74,7 @@ class RunContext:
         from synth import rng as rnd
 
         ss = rnd.seed_sequence(self.seed, "probe")
-        keys = [abs(hash_key(p)) for p in path]
+        keys = [abs(rnd.key(p)) for p in path]
         return rnd.make_rng(np.random.SeedSequence([*ss.entropy, *keys]))
 
     def log(self, message: str) -> None:
@@ -99,15 +100,6 @@ class RunContext:
     def _advance(self, k: int = 1) -> None:
         if self.progress is not None:
             self.progress.advance(k)
-
-
-def hash_key(part: int | str) -> int:
-    """A stable integer for a seed path component (Python's hash() is salted per process)."""
-    if isinstance(part, int):
-        return part
-    import hashlib
-
-    return int.from_bytes(hashlib.sha256(part.encode()).digest()[:8], "little")
 
 
 @dataclass

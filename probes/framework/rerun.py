@@ -129,7 +129,8 @@ def _local_models(model: Any, record: dict) -> Any:
     infos = record.get("group") or [record.get("model") or {}]
     local = []
     for i, name in enumerate(names):
-        if name is None or Path(str(name)).exists() or (PACKAGE_MODELS / str(name)).is_dir():
+        here = str(name).startswith("planted:") or Path(str(name)).exists()
+        if name is None or here or (PACKAGE_MODELS / str(name)).is_dir():
             local.append(name)
             continue
         sha = (infos[i] if i < len(infos) and isinstance(infos[i], dict) else {}).get("sha256")

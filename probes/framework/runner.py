@@ -136,6 +136,7 @@ def prepare(
         progress=progress,
         group=group,
         margin=cls.margin if opts.min_effect is None else opts.min_effect,
+        margin_source="probe" if opts.min_effect is None else "--min-effect",
     )
     instance = cls(params)
     try:
@@ -228,7 +229,7 @@ def _verdict_rule() -> str:
 
 def margin_record(cls, ctx: RunContext) -> dict[str, Any]:
     """The run's minimum effect: its value, unit, and where it comes from."""
-    own = ctx.margin == cls.margin
+    own = ctx.margin_source == "probe"
     return {
         "value": ctx.margin,
         "unit": cls.margin_unit,
@@ -260,7 +261,7 @@ def run_record(
         "schema_version": SCHEMA_VERSION,
         "status": "running",
         "argv": provenance.portable_argv(argv),
-        "command": ["probe", "run", cls.name, *options.argv(), *params_mod.argv(params)],
+        "command": ["probe", "run", spec, *options.argv(), *params_mod.argv(params)],
         "probe": {
             "name": cls.name,
             "version": cls.version,

@@ -5,9 +5,9 @@ band, and marks the two lengths the table reports: the direct window and the lay
 (vertical lines at the mean over the run's scored tokens, shaded from min to max, since both
 depend on the token's offset in its segment). `heatmap` draws a grid (e.g. distance × depth).
 `line_plot` draws curves with CI bands for the probes whose output is a curve, not a
-delta-by-distance table (context-sweep: loss vs visible history; recl: gain vs context; speed:
-time vs attention length). `forest` draws labelled estimates with their intervals (`probe
-diagnose`). Every plot is written atomically.
+delta-by-distance table (loss vs visible history, gain vs context, time vs attention length).
+`forest` draws labelled estimates with their intervals (`probe diagnose`). Bins and rows are
+marked by their verdict word (VERDICT_MARKS, VERDICT_COLORS). Every plot is written atomically.
 """
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+# How plots mark a bin's verdict word (the tables write the word itself).
+VERDICT_MARKS = {"significant": "*", "negligible": "≈"}
+VERDICT_COLORS = {"significant": "tab:red", "negligible": "tab:green", "inconclusive": "tab:blue"}
 
 
 def deferred(plot: Callable[..., None], name: str, *args: Any, **kwargs: Any):
@@ -70,8 +74,11 @@ def delta_by_distance(
         ax.fill_between(xs, lo, hi, alpha=0.2, color=color)
         ax.plot(xs, ys, "o-", color=color, label=f"{label} (band: 95% CI)")
         for b, x, y in zip(group, xs, ys, strict=True):
-            if b.get("significant"):
-                ax.annotate("*", (x, y), textcoords="offset points", xytext=(0, 6), ha="center")
+            mark = VERDICT_MARKS.get(
+                b.get("verdict") or ("significant" if b.get("significant") else "")
+            )
+            if mark:
+                ax.annotate(mark, (x, y), textcoords="offset points", xytext=(0, 6), ha="center")
         all_x += xs
     ax.axhline(0.0, color="black", lw=0.8)
     spans = ((direct, "tab:green", "direct window"), (reach, "tab:red", "layered reach"))
@@ -178,7 +185,8 @@ def line_plot(
 
 def forest(path: Path, rows: Sequence[dict], *, title: str) -> None:
     """One line per row ({"effect", "value", "ci95", "significant"}): the estimate and its
-    interval on a shared axis at 0; significant rows in red."""
+    interval on a shared axis at 0, coloured by verdict (red significant, green negligible, blue
+    inconclusive, grey: no paired test)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.4), dpi=110)
     ys = list(range(len(rows)))[::-1]
@@ -189,7 +197,7 @@ def forest(path: Path, rows: Sequence[dict], *, title: str) -> None:
             y,
             xerr=[[r["value"] - lo], [hi - r["value"]]],
             fmt="o",
-            color="tab:red" if r["significant"] else "tab:blue",
+            color=VERDICT_COLORS.get(r.get("verdict") or "", "tab:gray"),
             capsize=3,
         )
     ax.axvline(0.0, color="black", lw=0.8)
@@ -199,7 +207,7 @@ def forest(path: Path, rows: Sequence[dict], *, title: str) -> None:
         ax,
         path,
         title,
-        "Δ NLL (nats/token), 95% CI; red: significant (margin cleared)",
+        "Δ NLL, 95% CI; red: significant, green: negligible, blue: inconclusive",
         None,
         False,
     )

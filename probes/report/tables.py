@@ -225,7 +225,8 @@ def print_side_by_side(summaries: Sequence[dict], names: Sequence[str], out=None
             if _ident_key(b, lead) not in keys:
                 keys.append(_ident_key(b, lead))
     table = Table(
-        title="bins side by side (Δ mean [95% CI] · reach · * significant)", title_justify="left"
+        title="bins side by side (Δ mean [95% CI] · reach · * significant, ≈ negligible)",
+        title_justify="left",
     )
     for col in lead:
         table.add_column(col.header, justify="right")
@@ -242,7 +243,9 @@ def print_side_by_side(summaries: Sequence[dict], names: Sequence[str], out=None
             if b is None:
                 cells.append("—")
             else:
-                star = "*" if b.get("significant") else ""
+                star = {"significant": "*", "negligible": "≈"}.get(
+                    b.get("verdict") or ("significant" if b.get("significant") else ""), ""
+                )
                 cells.append(
                     f"{_num(b.get('delta_mean'))}{star} {_ci(b.get('ci95'))} · {b.get('reach') or '—'}"
                 )
