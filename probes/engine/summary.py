@@ -73,6 +73,38 @@ def reach_of(toks: list[dict], select: str | None = None, value: bool = True) ->
     return label_bin(values("distance"), values("direct"), values("reach"))
 
 
+def by_group(groups: list[dict], records: list[dict]) -> list[list[dict]]:
+    """The records of each group, in group order."""
+    return [[r for r in records if r["group"] == g] for g in range(len(groups))]
+
+
+def family_bins(
+    groups: list[dict],
+    records: list[dict],
+    toks: list[dict],
+    families: list[tuple[dict, str, bool]],
+    select: str,
+    margin: float,
+) -> list[dict]:
+    """Bins of several per-pair measures over the same groups. Each family is (its fields, the
+    record key of its pair value, which tokens it measures: `toks[select] == value`); it gets one
+    bin per group, with Holm across the groups of that family, and the reach of its tokens."""
+    recs = by_group(groups, records)
+    tok_groups = [[t for t, r in zip(toks, records, strict=True) if r["group"] == g]
+                  for g in range(len(groups))]  # fmt: skip
+    bins = []
+    for fields, key, value in families:
+        fam = stats.grouped([np.array([r[key] for r in grp]) for grp in recs], margin)
+        for g, grp in enumerate(recs):
+            b = {**groups[g], **fields, **fam[g]}
+            b["distance_mean"] = float(np.mean([r["distance"] for r in grp])) if grp else None
+            b.update(
+                reach_of(tok_groups[g], select, value) or {"reach": None, "within_horizon": None}
+            )
+            bins.append(b)
+    return bins
+
+
 def paired_metrics(records: list[dict], primary: list[dict], has_alt: bool) -> dict[str, Any]:
     """Run metrics: the headline delta and its by-reach split over the `primary` pairs,
     accuracies and the contrast over all pairs."""

@@ -51,7 +51,7 @@ import numpy as np
 from probes import stats
 from probes.engine.checks import note, zero_check
 from probes.engine.fact_pairs import CHECK_TAIL, draws_per_bin
-from probes.engine.summary import by_reach, flat_arrays, reach_of
+from probes.engine.summary import by_group, by_reach, family_bins, flat_arrays
 from probes.framework.declarations import DISTANCE, REACH, STATS, Column, effect_row, signed
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
@@ -271,27 +271,17 @@ class CrossDoc(Probe):
     # ------------------------------------------------------------------ summary
 
     def summarize(self, ctx: RunContext, records: list[dict], toks: list[dict]) -> Outcome:
-        n_groups = len(self.groups)
-        by_group = [[r for r in records if r["group"] == g] for g in range(n_groups)]
-        tok_by_group = [
-            [t for t, r in zip(toks, records, strict=True) if r["group"] == g]
-            for g in range(n_groups)
-        ]
-        bins = []
-        for tokens, kind in FAMILIES:
-            key = f"{kind.replace('-', '_')}_{tokens}"
-            fam = stats.grouped([np.array([r[key] for r in grp]) for grp in by_group], ctx.margin)
-            for g in range(n_groups):
-                grp = by_group[g]
-                lab = reach_of(tok_by_group[g], "is_answer", tokens == "answer")
-                b = {**self.groups[g], "kind": kind, "tokens": tokens, **fam[g]}
-                b["measure"] = f"{kind} · {tokens}"
-                b["distance_mean"] = float(np.mean([r["distance"] for r in grp])) if grp else None
-                b.update(lab or {"reach": None, "within_horizon": None})
-                if tokens == "answer":
-                    for pol in POLICIES:
-                        b["accuracy" if pol == "reset" else f"accuracy_{pol}"] = accuracy(grp, pol)
-                bins.append(b)
+        families = [
+            ({"kind": kind, "tokens": tokens, "measure": f"{kind} · {tokens}"},
+             f"{kind.replace('-', '_')}_{tokens}", tokens == "answer")
+            for tokens, kind in FAMILIES
+        ]  # fmt: skip
+        bins = family_bins(self.groups, records, toks, families, "is_answer", ctx.margin)
+        groups = [grp for _ in families for grp in by_group(self.groups, records)]
+        for b, grp in zip(bins, groups, strict=True):
+            if b["tokens"] == "answer":
+                for pol in POLICIES:
+                    b["accuracy" if pol == "reset" else f"accuracy_{pol}"] = accuracy(grp, pol)
         metrics = self._metrics(records)
         main = [b for b in bins if b["kind"] == "carry-reset" and b["tokens"] == "answer"]
         metrics["n_significant_bins"] = sum(b["significant"] for b in main)
