@@ -48,9 +48,15 @@ def parse_lead(text: str, tgt_len: int) -> tuple[int, int]:
     return lo, hi
 
 
+def distance_param(help_text: str = DISTANCE_HELP):
+    """The `--distance` bins parameter ('auto' or LO-HI,…), with the probe's own wording of
+    what the distance runs between."""
+    return param("auto", help=help_text, check=check_ranges)
+
+
 @dataclass(frozen=True)
 class DistanceParams:
-    distance: str = param("auto", help=DISTANCE_HELP, check=check_ranges)
+    distance: str = distance_param()
 
 
 @dataclass(frozen=True)

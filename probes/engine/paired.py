@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -104,6 +104,9 @@ class PairedProbe(Probe):
 
     delta_doc = "mean over answer tokens of NLL(variant) − NLL(base), nats"
     finding = "the model uses the fact"  # what a significant run shows
+    docs: ClassVar[
+        dict[str, str]
+    ] = {}  # the probe's own metric docs (and its wording of shared ones)
     delta_higher_is_better = True
     plot_series: str | None = None  # a bin field: one line per value in the delta plot
     jobs: list[Job]
@@ -293,7 +296,7 @@ class PairedProbe(Probe):
         return {}
 
     def metric_docs(self, has_alt: bool) -> dict[str, str]:
-        return summary.paired_metric_docs(self.delta_doc, has_alt)
+        return {**summary.paired_metric_docs(self.delta_doc, has_alt), **self.docs}
 
     def verdict(self, outcome: Outcome) -> str:
         parts = []

@@ -147,6 +147,16 @@ class Probe:
     )
 
     @classmethod
+    def effect(cls, effect: str, metric: str, measure: str, stat=None, **fields) -> dict:
+        """A diagnose row of this probe, in its unit, judged against its margin
+        (`declarations.effect_row`)."""
+        from probes.framework.declarations import effect_row
+
+        return effect_row(
+            effect, cls.name, metric, cls.margin_unit, measure, stat, margin=cls.margin, **fields
+        )
+
+    @classmethod
     def diagnose_rows(cls, summary: dict[str, Any]) -> list[dict[str, Any]]:
         """This probe's rows in `probe diagnose`, from its summary (`declarations.effect_row`)."""
         return []

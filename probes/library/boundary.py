@@ -47,7 +47,7 @@ import numpy as np
 
 from probes import stats
 from probes.engine.checks import note, zero_check
-from probes.framework.declarations import STATS, Column, effect_row, signed
+from probes.framework.declarations import STATS, Column, signed
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, RunContext
 from probes.framework.registry import probe
@@ -307,15 +307,12 @@ class Boundary(Probe):
     def diagnose_rows(cls, summary: dict) -> list[dict]:
         m = summary["metrics"]
         return [
-            effect_row(
+            cls.effect(
                 "boundary repair",
-                cls.name,
                 "gain.first",
-                "nats/token",
                 "NLL without memory − with memory in the first positions of a segment, "
                 "local-only text",
                 m["gain"]["first"],
-                margin=cls.margin,
                 detail=f"first {m['first_k']} positions; rest of the segment "
                 f"{signed(m['gain']['rest']['mean'])}",
             )

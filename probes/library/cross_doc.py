@@ -50,14 +50,14 @@ import numpy as np
 
 from probes import stats
 from probes.engine.checks import note, zero_check
-from probes.engine.fact_pairs import CHECK_TAIL, draws_per_bin
+from probes.engine.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin
 from probes.engine.summary import by_group, by_reach, family_bins, flat_arrays
-from probes.framework.declarations import DISTANCE, REACH, STATS, Column, effect_row, signed
+from probes.framework.declarations import DISTANCE, REACH, STATS, Column, signed
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.framework.registry import probe
 from probes.protocol import tolerance
-from probes.reach import check_ranges, classify, gap_bins, parse_ranges
+from probes.reach import classify, gap_bins, parse_ranges
 from probes.stats import effect_word, verdict_counts
 from synth.language import FACT_VALUE_OFFSET
 
@@ -69,7 +69,6 @@ FAMILIES = (
     *(("answer", k) for k in (*KINDS, "pull")),
     *(("first", k) for k in KINDS),
 )
-UNIT = "nats/answer token"
 B_LEAD = 8  # filler tokens between B's <eod> and its fact (at least --first)
 
 DISTANCE_HELP = (
@@ -85,7 +84,7 @@ class CrossDoc(Probe):
 
     @dataclass(frozen=True)
     class Params:
-        distance: str = param("auto", help=DISTANCE_HELP, check=check_ranges)
+        distance: str = distance_param(DISTANCE_HELP)
         b_distance: int = param(16, help="B's own fact → answer distance (tokens)", min=6, max=4096)
         first: int = param(8, help="B's first tokens scored (after its <eod>)", min=1, max=B_LEAD)
 
@@ -385,6 +384,34 @@ class CrossDoc(Probe):
         exact = outcome.checks["reset_leakage_zero"]["status"] == "passed"
         return text + ("; reset leakage exactly 0" if exact else "") + note(outcome.checks)
 
+    @classmethod
+    def diagnose_rows(cls, summary: dict) -> list[dict]:
+        m = summary["metrics"]
+        cache = (
+            "stale state: cache content",
+            "carry_minus_reset",
+            "NLL of B's answer with the previous document carried − with reset (any content)",
+            f"first tokens {signed(m['carry_minus_reset']['first']['mean'])}, reset leakage max "
+            f"{m['reset_leakage']['max_abs']:.1g}",
+        )
+        fact = (
+            "stale state: previous document's fact",
+            "conflict",
+            "NLL of B's answer after A (its conflicting value) − after a foreign document, both "
+            "carried (A's fact itself)",
+            f"pull toward A's value {signed(m['pull']['mean'])}",
+        )
+        return [
+            cls.effect(
+                effect,
+                f"{key}.answer",
+                why,
+                m[key]["answer"],
+                detail=detail,
+            )
+            for effect, key, why, detail in (cache, fact)
+        ]
+
     def _plot(self, ctx: RunContext, bins: list[dict]):
         from probes.report import plots
 
@@ -404,37 +431,6 @@ class CrossDoc(Probe):
             xlabel="distance from A's fact to the document boundary (tokens)",
             series_key="measure",
         )
-
-    @classmethod
-    def diagnose_rows(cls, summary: dict) -> list[dict]:
-        m = summary["metrics"]
-        cache = (
-            "stale state: cache content",
-            "carry_minus_reset",
-            "NLL of B's answer with the previous document carried − with reset (any content)",
-            f"first tokens {signed(m['carry_minus_reset']['first']['mean'])}, reset leakage max "
-            f"{m['reset_leakage']['max_abs']:.1g}",
-        )
-        fact = (
-            "stale state: previous document's fact",
-            "conflict",
-            "NLL of B's answer after A (its conflicting value) − after a foreign document, both "
-            "carried (A's fact itself)",
-            f"pull toward A's value {signed(m['pull']['mean'])}",
-        )
-        return [
-            effect_row(
-                effect,
-                cls.name,
-                f"{key}.answer",
-                UNIT,
-                why,
-                m[key]["answer"],
-                margin=cls.margin,
-                detail=detail,
-            )
-            for effect, key, why, detail in (cache, fact)
-        ]
 
 
 def accuracy(records: list[dict], policy: str) -> float | None:

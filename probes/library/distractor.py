@@ -25,6 +25,7 @@ reporting costs a large fraction of the retrieval effect (nats), well above that
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -162,13 +163,12 @@ class Distractor(PairedProbe):
     def extra_metrics(self, ctx, records, bins) -> dict:
         return {"skipped_cells": self.skipped}
 
-    def metric_docs(self, has_alt: bool) -> dict[str, str]:
-        docs = super().metric_docs(has_alt)
-        docs["accuracy_variant"] = "retrieval accuracy with the distractors (accuracy: clean)"
-        docs["bins[].kind"] = "distractor kind: " + ", ".join(KINDS)
-        docs["bins[].k"] = "distractors per variant"
-        docs["skipped_cells"] = "kind × k cells that cannot be built, with the reason"
-        return docs
+    docs: ClassVar[dict[str, str]] = {
+        "accuracy_variant": "retrieval accuracy with the distractors (accuracy: clean)",
+        "bins[].kind": "distractor kind: " + ", ".join(KINDS),
+        "bins[].k": "distractors per variant",
+        "skipped_cells": "kind × k cells that cannot be built, with the reason",
+    }
 
     def make_plots(self, ctx: RunContext, outcome: Outcome) -> list:
         from probes.report import plots

@@ -22,6 +22,7 @@ the answer by several nats, far above that. Raise --n for fine structure along d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from probes.engine.fact_pairs import DistanceParams, answer_job, base_example, distance_bins
 from probes.engine.paired import PairedProbe
@@ -117,11 +118,10 @@ class FactInsert(PairedProbe):
             }
         }
 
-    def metric_docs(self, has_alt: bool) -> dict[str, str]:
-        docs = super().metric_docs(has_alt)
-        docs["grid"] = "delta_mean per cell: rows = depths, columns = distance bins"
-        docs["bins[].depth"] = "filler tokens between the document start and the inserted fact"
-        return docs
+    docs: ClassVar[dict[str, str]] = {
+        "grid": "delta_mean per cell: rows = depths, columns = distance bins",
+        "bins[].depth": "filler tokens between the document start and the inserted fact",
+    }
 
     def make_plots(self, ctx: RunContext, outcome: Outcome) -> list:
         from probes.report import plots

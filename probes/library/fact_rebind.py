@@ -29,7 +29,7 @@ fact-swap, the rule then detects about 0.75 sd of the per-pair deltas per bin.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -43,21 +43,18 @@ from probes.engine.fact_pairs import (
     lead_range,
 )
 from probes.engine.paired import PairedProbe
-from probes.framework.declarations import PAIRED, Column, effect_row, signed
+from probes.framework.declarations import PAIRED, Column, signed
 from probes.framework.probe import RunContext
 from probes.framework.registry import probe
 
 VARIANTS = ("rebind", "delete", "swap")
-UNIT = "nats/answer token"
 
 
 @probe("fact-rebind", version=1, diagnose=25)
 class FactRebind(PairedProbe):
     """Keyed lookup vs copy: the fact's value kept but rebound, deleted, or swapped."""
 
-    @dataclass(frozen=True)
-    class Params(FactParams):
-        pass
+    Params = FactParams  # distance bins and the fact's lead, nothing of its own
 
     default_n = 24
     quick_n = 6
@@ -106,44 +103,33 @@ class FactRebind(PairedProbe):
         ]
         return {"effects": out}
 
-    def metric_docs(self, has_alt: bool) -> dict[str, str]:
-        docs = super().metric_docs(has_alt)
-        docs.update(
-            {
-                "delta_mean": "keyed lookup: mean over bases of the rebind delta (the value kept "
-                "in the text, bound to another entity), nats",
-                "effects": "{all, within_horizon}: keyed_lookup (rebind Δ), copy (delete Δ − "
-                "rebind Δ per base), swap (swap Δ), each describe() over bases; "
-                "copy_by_distance: copy per distance bin",
-                "bins[].variant": "rebind | delete | swap",
-            }
-        )
-        return docs
+    docs: ClassVar[dict[str, str]] = {
+        "delta_mean": "keyed lookup: mean over bases of the rebind delta (the value kept "
+        "in the text, bound to another entity), nats",
+        "effects": "{all, within_horizon}: keyed_lookup (rebind Δ), copy (delete Δ − "
+        "rebind Δ per base), swap (swap Δ), each describe() over bases; "
+        "copy_by_distance: copy per distance bin",
+        "bins[].variant": "rebind | delete | swap",
+    }
 
     @classmethod
     def diagnose_rows(cls, summary: dict) -> list[dict]:
         e = summary["metrics"]["effects"]["within_horizon"]
         swap = f"swap Δ {signed(e['swap']['mean'])} (lookup, copy and a competing value)"
         return [
-            effect_row(
+            cls.effect(
                 "retrieval: keyed lookup",
-                cls.name,
                 "effects.within_horizon.keyed_lookup",
-                UNIT,
                 "NLL of the answer with the fact rebound to another entity (its value still in "
                 "the text) − with the fact, fact inside the direct window",
                 e["keyed_lookup"],
-                margin=cls.margin,
                 detail=swap,
             ),
-            effect_row(
+            cls.effect(
                 "retrieval: copy",
-                cls.name,
                 "effects.within_horizon.copy",
-                UNIT,
                 "delete Δ − rebind Δ per base: what the value's mere presence gives the answer",
                 e["copy"],
-                margin=cls.margin,
                 detail=f"delete Δ {signed(e['delete']['mean'])}",
             ),
         ]

@@ -27,24 +27,18 @@ uses 6 pairs per bin (a smoke run: MDD ≈ 1.9 sd).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from probes.engine.fact_pairs import FactParams, plan_by_distance
 from probes.engine.paired import PairedProbe
-from probes.framework.declarations import PAIRED, effect_row, signed
+from probes.framework.declarations import PAIRED, signed
 from probes.framework.probe import RunContext
 from probes.framework.registry import probe
-
-UNIT = "nats/answer token"
 
 
 @probe("fact-swap", version=2, diagnose=20)
 class FactSwap(PairedProbe):
     """Swap a distant fact's value; delta on the answer = retrieval, by distance."""
 
-    @dataclass(frozen=True)
-    class Params(FactParams):
-        pass
+    Params = FactParams  # distance bins and the fact's lead, nothing of its own
 
     default_n = 24
     quick_n = 6
@@ -79,25 +73,19 @@ class FactSwap(PairedProbe):
         ]
         beyond = accuracy("beyond") + ("; " + ", ".join(parts) if parts else "")
         return [
-            effect_row(
+            cls.effect(
                 "retrieval within the horizon",
-                cls.name,
                 "pair delta, reach direct",
-                UNIT,
                 "fact-swap pair delta NLL(fact says B) − NLL(fact says A) on the answer, fact "
                 "inside the direct window",
                 h["within"],
-                margin=cls.margin,
                 detail=accuracy("within"),
             ),
-            effect_row(
+            cls.effect(
                 "retrieval beyond the horizon",
-                cls.name,
                 "pair delta, reach layered+beyond",
-                UNIT,
                 "the same for facts only in the layered reach or beyond it",
                 h["beyond"],
-                margin=cls.margin,
                 detail=beyond,
             ),
         ]

@@ -26,17 +26,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from probes import stats
-from probes.engine.fact_pairs import LEAD_HELP, check_lead, draws_per_bin, lead_range
+from probes.engine.fact_pairs import (
+    LEAD_HELP,
+    check_lead,
+    distance_param,
+    draws_per_bin,
+    lead_range,
+)
 from probes.engine.paired import Job, PairedProbe
-from probes.framework.declarations import PAIRED, Column, effect_row, signed
+from probes.framework.declarations import PAIRED, Column, signed
 from probes.framework.params import param
 from probes.framework.probe import ProbeInputError, RunContext
 from probes.framework.registry import probe
-from probes.reach import auto_bins, check_ranges, parse_ranges
+from probes.reach import auto_bins, parse_ranges
 from synth.language import MAX_FACT_TOKENS
 
 DISTANCE_HELP = (
@@ -51,7 +58,7 @@ class FactUpdate(PairedProbe):
 
     @dataclass(frozen=True)
     class Params:
-        distance: str = param("auto", help=DISTANCE_HELP, check=check_ranges)
+        distance: str = distance_param(DISTANCE_HELP)
         answer_distance: int = param(
             16, help="update statement → first answer token (tokens)", min=6, max=4096
         )
@@ -168,27 +175,21 @@ class FactUpdate(PairedProbe):
             "stale_share_shift": _describe(records, "share_stale", minus="share_without"),
         }
 
-    def metric_docs(self, has_alt: bool) -> dict[str, str]:
-        docs = super().metric_docs(has_alt)
-        docs.update(
-            {
-                "stale_mass": "p(A) at the answer in the stale text (teacher forcing, all answer "
-                "tokens): probability mass on the outdated value; describe() over pairs",
-                "stale_mass_without": "p(A) at the answer in the base (A stated nowhere: prior)",
-                "stale_share": "p(A) / (p(A) + p(B)) in the stale text",
-                "stale_share_without": "the same in the base",
-                "stale_share_shift": "stale_share − stale_share_without per pair: > 0 ⇔ the "
-                "stale statement still pulls toward A",
-                "contrast_base": "log p(B) − log p(A) at the answer in the base (no stale A)",
-                "contrast_variant": "log p(B) − log p(A) at the answer in the stale text",
-                "contrast_shift": "contrast_base − contrast_variant per pair: > 0 ⇔ the stale "
-                "value pulls",
-                "accuracy_variant_alt": "fraction of pairs whose every token of A is the argmax "
-                "in the stale text (the model answers the outdated value)",
-                "bins[].gap_lo/hi": "distance between the two statements' last tokens",
-            }
-        )
-        return docs
+    docs: ClassVar[dict[str, str]] = {
+        "stale_mass": "p(A) at the answer in the stale text (teacher forcing, all answer "
+        "tokens): probability mass on the outdated value; describe() over pairs",
+        "stale_mass_without": "p(A) at the answer in the base (A stated nowhere: prior)",
+        "stale_share": "p(A) / (p(A) + p(B)) in the stale text",
+        "stale_share_without": "the same in the base",
+        "stale_share_shift": "stale_share − stale_share_without per pair: > 0 ⇔ the "
+        "stale statement still pulls toward A",
+        "contrast_base": "log p(B) − log p(A) at the answer in the base (no stale A)",
+        "contrast_variant": "log p(B) − log p(A) at the answer in the stale text",
+        "contrast_shift": "contrast_base − contrast_variant per pair: > 0 ⇔ the stale value pulls",
+        "accuracy_variant_alt": "fraction of pairs whose every token of A is the argmax "
+        "in the stale text (the model answers the outdated value)",
+        "bins[].gap_lo/hi": "distance between the two statements' last tokens",
+    }
 
     @classmethod
     def diagnose_rows(cls, summary: dict) -> list[dict]:
@@ -196,17 +197,14 @@ class FactUpdate(PairedProbe):
         shift = m.get("stale_share_shift", {})
         share = signed(m.get("stale_share", {}).get("mean"), "{:.2f}")
         return [
-            effect_row(
+            cls.effect(
                 "stale state: outdated fact",
-                cls.name,
                 "delta_mean",
-                "nats/answer token",
                 "NLL of the updated answer with the stale statement − without",
                 value=m["delta_mean"],
                 ci95=m["delta_ci95"],
                 p_value=m["p_value"],
                 n=summary["n_pairs"],
-                margin=cls.margin,
                 detail=f"stale share {share} (shift {signed(shift.get('mean'))})",
             )
         ]

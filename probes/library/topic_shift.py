@@ -25,10 +25,11 @@ the per-pair sd is small and small adaptation effects resolve. --quick uses 6.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from probes.engine.fact_pairs import distance_bins, draws_per_bin
+from probes.engine.fact_pairs import distance_bins, distance_param, draws_per_bin
 from probes.engine.paired import Job, PairedProbe
 from probes.framework.declarations import (
     ACCURACY,
@@ -36,13 +37,11 @@ from probes.framework.declarations import (
     REACH,
     STATS,
     Column,
-    effect_row,
     signed,
 )
 from probes.framework.params import param
 from probes.framework.probe import ProbeInputError, RunContext
 from probes.framework.registry import probe
-from probes.reach import check_ranges
 
 DISTANCE_HELP = (
     "distance bins, last replaced (distant) token → first scored token: 'auto' (fact-swap's bins "
@@ -57,7 +56,7 @@ class TopicShift(PairedProbe):
 
     @dataclass(frozen=True)
     class Params:
-        distance: str = param("auto", help=DISTANCE_HELP, check=check_ranges)
+        distance: str = distance_param(DISTANCE_HELP)
         region: int = param(
             128, help="filler tokens of the distant region that change topic", min=8, max=8192
         )
@@ -149,38 +148,29 @@ class TopicShift(PairedProbe):
             }
         return {"by_tokens": out}
 
-    def metric_docs(self, has_alt: bool) -> dict[str, str]:
-        docs = super().metric_docs(has_alt)
-        docs.update(
-            {
-                "delta_mean": "topic adaptation: mean over pairs of the delta on ordinary tokens "
-                "(NLL with distant filler of another topic − NLL in the base), nats",
-                "by_reach": "delta on ordinary tokens by whether the replaced region's last token "
-                "is direct / layered / beyond for the first scored token",
-                "by_tokens": "{ordinary, answer}: describe() of the pair deltas on ordinary "
-                "(filler) tokens — topic adaptation — and on answer tokens (facts untouched), "
-                "each with by_reach",
-                "bins[].tokens": "ordinary (the scored filler window) | answer (the query's "
-                "answer)",
-                "accuracy": "fraction of pairs whose every scored token is the argmax in the base "
-                "(for ordinary tokens: the whole window)",
-            }
-        )
-        return docs
+    docs: ClassVar[dict[str, str]] = {
+        "delta_mean": "topic adaptation: mean over pairs of the delta on ordinary tokens "
+        "(NLL with distant filler of another topic − NLL in the base), nats",
+        "by_reach": "delta on ordinary tokens by whether the replaced region's last token "
+        "is direct / layered / beyond for the first scored token",
+        "by_tokens": "{ordinary, answer}: describe() of the pair deltas on ordinary "
+        "(filler) tokens — topic adaptation — and on answer tokens (facts untouched), "
+        "each with by_reach",
+        "bins[].tokens": "ordinary (the scored filler window) | answer (the query's answer)",
+        "accuracy": "fraction of pairs whose every scored token is the argmax in the base "
+        "(for ordinary tokens: the whole window)",
+    }
 
     @classmethod
     def diagnose_rows(cls, summary: dict) -> list[dict]:
         tokens = summary["metrics"]["by_tokens"]
         return [
-            effect_row(
+            cls.effect(
                 "topic adaptation",
-                cls.name,
                 "by_tokens.ordinary",
-                "nats/token",
                 "NLL of ordinary tokens with the distant filler in another topic − in the "
                 "document's topic",
                 tokens["ordinary"],
-                margin=cls.margin,
                 detail=f"answer tokens {signed(tokens['answer']['mean'])}",
             )
         ]
