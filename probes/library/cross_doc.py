@@ -51,12 +51,13 @@ import numpy as np
 from probes import stats
 from probes.engine.checks import note, zero_check
 from probes.engine.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin
+from probes.engine.rows import Rows, score_batches
 from probes.engine.summary import by_group, by_reach, family_bins, flat_arrays
 from probes.framework.declarations import DISTANCE, REACH, STATS, Column, signed
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.framework.registry import probe
-from probes.protocol import tolerance
+from probes.protocol import score_rows, tolerance
 from probes.reach import classify, gap_bins, parse_ranges
 from probes.stats import effect_word, verdict_counts
 from synth.language import FACT_VALUE_OFFSET
@@ -99,8 +100,6 @@ class CrossDoc(Probe):
         *REACH,
     )
     runs_every_policy = True
-
-    # ------------------------------------------------------------------ plan
 
     def plan(self, ctx: RunContext) -> None:
         from probes.protocol import horizon
@@ -157,11 +156,7 @@ class CrossDoc(Probe):
             "check": np.arange(len(a_b) - n_check, len(a_b)),  # B's last filler: past A's reach
         }
 
-    # ------------------------------------------------------------------ score
-
     def execute(self, ctx: RunContext) -> Outcome:
-        from probes.engine.rows import score_batches
-
         order = sorted(range(len(self.pairs)), key=lambda i: len(self.pairs[i]["conf"]))
         records, toks = score_batches(
             ctx, order, 4, f"{self.name}: scoring pairs", lambda items: self._score(ctx, items)
@@ -171,9 +166,6 @@ class CrossDoc(Probe):
     def _score(self, ctx: RunContext, items):
         """A's and the foreign text before B, each also with V′ in B's answer, under both
         cache policies; one (record, tokens) per pair."""
-        from probes.engine.rows import Rows
-        from probes.protocol import score_rows
-
         rows = Rows()
         layout = []
         for i in items:
@@ -267,8 +259,6 @@ class CrossDoc(Probe):
         }
         return rec, tok
 
-    # ------------------------------------------------------------------ summary
-
     def summarize(self, ctx: RunContext, records: list[dict], toks: list[dict]) -> Outcome:
         families = [
             ({"kind": kind, "tokens": tokens, "measure": f"{kind} · {tokens}"},
@@ -357,21 +347,17 @@ class CrossDoc(Probe):
     def _verdict(self, outcome: Outcome) -> str:
         """Two findings: what any cache content does to B (carry − reset) and what A's
         conflicting fact does (conflict: carry after A − carry after the foreign document)."""
-        m = outcome.metrics
-
-        def fmt(x):
-            return "—" if x is None else f"{x:+.3f}"
+        m, fmt = outcome.metrics, signed
 
         def family(kind):
             return [b for b in outcome.bins if b["kind"] == kind and b["tokens"] == "answer"]
 
         c, f = m["carry_minus_reset"]["answer"], m["conflict"]["answer"]
         ci = c["ci95"]
-        heads = {
+        head = {
             "significant": "A's conflicting fact leaks into B's answer",
             "negligible": "A's conflicting fact leaks into B by less than the margin",
-        }
-        head = heads.get(effect_word(family("conflict")), "no evidence that A's fact leaks into B")
+        }.get(effect_word(family("conflict")), "no evidence that A's fact leaks into B")
         text = (
             f"{self.name}: {head} — A's fact (conflict) Δ={fmt(f['mean'])} "
             f"({verdict_counts(family('conflict'))}), pull toward A's value "
