@@ -277,3 +277,20 @@ def test_rerun_of_a_run_recorded_elsewhere_uses_the_shipped_model_of_the_same_sh
     (run_dir / "run.json").write_text(json.dumps(record))
     r = invoke(["rerun", str(run_dir), "--quiet"])
     assert r.exit_code == 2 and "does not exist here" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--model", "default", "--model", "default-mem0"], "takes one --model, got 2"),
+        (["--out", ""], "an empty directory name"),
+    ],
+)
+def test_a_second_model_or_an_empty_out_is_refused_not_silently_taken(args, needle, tmp_path):
+    import os
+
+    before = set(os.listdir(tmp_path))
+    r = invoke(["run", "fact-swap", "--quick", *args])
+    assert r.exit_code == 2 and needle in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert set(os.listdir(tmp_path)) == before

@@ -49,12 +49,13 @@ def probe_command(spec: str) -> click.Command:
         own = params_mod.click_options(cls.Params, taken=shared)
     except (registry.RegistryError, params_mod.ParamError) as e:
         raise click.UsageError(str(e)) from None
-    group = getattr(cls, "model_group", False)  # --model repeated: the model group
-    common = RunOptions.click_options(multiple=("model",) if group else ())
+    # --model may be repeated (a group probe's model group); for any other probe a second one
+    # is refused by the runner rather than silently replacing the first
+    common = RunOptions.click_options(multiple=("model",))
 
     def callback(as_json: bool, quiet: bool, **values):
-        if isinstance(values.get("model"), tuple):
-            values["model"] = list(values["model"]) or None
+        models = list(values.get("model") or ())
+        values["model"] = models[0] if len(models) == 1 else (models or None)
         given = {k: v for k, v in values.items() if v is not None or k in RunOptions.fields()}
         _run(spec, given, as_json=as_json, quiet=quiet)
 

@@ -22,6 +22,10 @@ from probes.framework.params import argv as params_argv
 from probes.framework.params import build, click_options, param
 
 
+def _empty_out() -> None:
+    raise ValueError("an empty directory name; give a directory (--out . for this one)")
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How a probe runs: which model, the evaluation geometry, pairs, seed, device, output."""
@@ -67,7 +71,13 @@ class RunOptions:
         help="CPU threads. [default: the cores this process may use, less those other "
         "processes keep busy]",
     )
-    out: str = param("results", metavar="DIR", show_default=True, help="Where run directories go.")
+    out: str = param(
+        "results",
+        metavar="DIR",
+        show_default=True,
+        check=lambda text: None if text.strip() else _empty_out(),
+        help="Where run directories go.",
+    )
     language: str | None = param(
         None,
         metavar="FILE",
