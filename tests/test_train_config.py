@@ -135,3 +135,21 @@ def test_schedule_warms_up_linearly_then_decays_by_cosine_to_the_floor():
     assert all(a >= b for a, b in itertools.pairwise(values))
     assert math.isclose(s(4 + 9 / 2), 0.55)  # halfway: the mean of peak and floor
     assert WarmupCosine(0, 1, 0.0)(0) == 1.0  # a single update runs at the peak, not at 0
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["lr=inf", "weight_decay=inf", "eps=inf", "grad_clip=inf", "model.init_std=nan",
+     "model.init_std=-1", "model.init_std=0"],
+)  # fmt: skip
+def test_non_finite_or_non_positive_optimiser_and_init_values_are_refused_up_front(override):
+    with pytest.raises((ConfigError, ValueError), match=override.split("=")[0].split(".")[-1]):
+        resolved(override)
+
+
+def test_a_resolved_config_never_aliases_the_presets_table():
+    data = resolved("lr=0.01")  # an override that leaves the model table alone
+    data.model  # noqa: B018
+    again = resolve_dict("tiny")
+    assert "vocab_size" not in again["model"]  # `resolved` set it on its own copy only
+    assert PRESETS["tiny"]["model"].get("vocab_size") is None

@@ -59,6 +59,7 @@ class TXLConfig:
             "tgt_len": self.tgt_len > 0,
             "mem_len": self.mem_len >= 0,
             "max_pos": self.max_pos >= 0,
+            "init_std": 0 < self.init_std < float("inf"),  # NaN fails both comparisons
             "pos_enc": self.pos_enc in POS_ENCODINGS,
         }
         bad = [k for k, ok in checks.items() if not ok]

@@ -12,9 +12,11 @@ evaluation callback. Plain data, no torch import.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import json
+import math
 import tomllib
 import types
 import typing
@@ -85,14 +87,14 @@ class TrainConfig:
                 self.batch_size % max(self.grad_accum, 1) == 0,
                 f"a divisor of batch_size={self.batch_size}",
             ),
-            ("lr", self.lr > 0, "a positive number"),
+            ("lr", 0 < self.lr < math.inf, "a finite positive number"),
             ("min_lr_ratio", 0.0 <= self.min_lr_ratio <= 1.0, "in [0, 1]"),
             ("warmup_steps", self.warmup_steps >= 0, "an integer >= 0"),
-            ("weight_decay", self.weight_decay >= 0, ">= 0"),
+            ("weight_decay", 0 <= self.weight_decay < math.inf, "finite and >= 0"),
             ("beta1", 0.0 <= self.beta1 < 1.0, "in [0, 1)"),
             ("beta2", 0.0 <= self.beta2 < 1.0, "in [0, 1)"),
-            ("eps", self.eps > 0, "a positive number"),
-            ("grad_clip", self.grad_clip >= 0, ">= 0 (0 disables clipping)"),
+            ("eps", 0 < self.eps < math.inf, "a finite positive number"),
+            ("grad_clip", 0 <= self.grad_clip < math.inf, "finite and >= 0 (0 disables clipping)"),
             ("seed", self.seed >= 0, "an integer >= 0"),
             ("eval_every", self.eval_every >= 0, "an integer >= 0"),
             ("checkpoint_every", self.checkpoint_every >= 0, "an integer >= 0"),
@@ -317,7 +319,7 @@ def resolve_dict(
         close = difflib.get_close_matches(str(name), list(presets), n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(presets)}"
         raise ConfigError(f"unknown preset {name!r}; {hint}")
-    data = merge({"preset": name}, presets[name])
+    data = merge({"preset": name}, copy.deepcopy(presets[name]))  # never alias the table
     data = merge(data, {k: v for k, v in file_data.items() if k != "preset"})
     for item in overrides:
         key, value = parse_override(item) if isinstance(item, str) else item
