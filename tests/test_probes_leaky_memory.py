@@ -9,7 +9,10 @@ import pytest
 import probes
 from probes.testing import tiny_checkpoint
 
-CHECKED = ("fact-swap", "fact-delete", "fact-insert", "distractor", "fact-update", "topic-shift")
+CHECKED = (
+    "fact-swap", "fact-delete", "fact-insert", "fact-rebind", "distractor", "fact-update",
+    "topic-shift",
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
