@@ -1,7 +1,9 @@
 """`probe rerun RUN_DIR`: repeat a run (`probe run` or `probe diagnose`) from its run.json and say
 whether the numbers match.
 
-The comparison walks both summaries and compares every number except timings and paths:
+The comparison walks both summaries and compares every number and every result string (verdicts,
+details), but not timings, paths or documentation prose (metric and row docs, which may be
+reworded):
 "exact" (bitwise equal), "close" (max |difference| ≤ 1e-6: the same computation with another
 thread count or BLAS), or "differ". A changed model file (sha256), probe version, synth
 generator version or package version is noted, since any of them explains a difference; runs
@@ -20,8 +22,10 @@ from typing import Any
 
 from probes.framework.results import load_run
 
-# timings and where things lie: "runs" are diagnose's sub-run paths, "path" a model's
+# timings, where things lie ("runs": diagnose's sub-run paths, "path": a model's) and prose
+# (documentation strings may be reworded without any number changing)
 IGNORED = {"run_dir", "runs", "elapsed_s", "plots", "started_utc", "path"}
+PROSE = {"metric_docs", "row_docs", "measure", "doc", "verdict_rule", "why"}
 TOLERANCE = 1e-6
 
 
@@ -30,7 +34,7 @@ def diff(a: Any, b: Any, path: str = "") -> list[dict]:
     out: list[dict] = []
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
-            if k in IGNORED:
+            if k in IGNORED or k in PROSE:
                 continue
             out += diff(a.get(k), b.get(k), f"{path}.{k}" if path else k)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
