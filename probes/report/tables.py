@@ -150,11 +150,11 @@ def print_summary(summary: dict, out=None) -> None:
             + (f", accuracy {_num(m.get('accuracy'), '{:.2f}')}" if "accuracy" in m else "")
         )
     checks = summary.get("checks") or {}
-    if checks:
-        from probes.engine.checks import coverage
+    from probes.engine.checks import coverage
 
-        failed = any(not v.get("passed", True) for v in checks.values())
-        c.print(f"checks: {coverage(checks)}", style="bold red" if failed else None, soft_wrap=True)
+    failed = any(not v.get("passed", True) for v in checks.values())
+    line = coverage(checks) if checks else "none (this probe has no self-check)"
+    c.print(f"checks: {line}", style="bold red" if failed else None, soft_wrap=True)
     c.print(summary.get("verdict", ""), style="bold", soft_wrap=True)
     if summary.get("run_dir"):
         c.print(f"run directory: {summary['run_dir']}")
