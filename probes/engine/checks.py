@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-STATUSES = ("passed", "failed", "not applicable")
-
 
 def zero_check(
     doc: str,

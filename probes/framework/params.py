@@ -25,8 +25,6 @@ import typing
 from collections.abc import Callable, Collection
 from typing import Any, Literal, get_args, get_origin
 
-PLAIN = (str, int, float, bool)
-
 
 class ParamError(ValueError):
     """A parameter value that cannot be used; the message is one line."""
@@ -162,13 +160,13 @@ def to_dict(params: Any) -> dict[str, Any]:
     return dataclasses.asdict(params)
 
 
-def argv(params: Any, skip: Collection[str] = ()) -> list[str]:
+def argv(params: Any) -> list[str]:
     """The command-line words that give `params` again (None: not given, left out; a list: the
     option repeated; a tri-state or flag bool: its spelling)."""
     out: list[str] = []
     for field in dataclasses.fields(params):
         value = getattr(params, field.name)
-        if field.name in skip or value is None:
+        if value is None:
             continue
         own = field.metadata.get("flags")
         if isinstance(value, bool):
