@@ -71,7 +71,14 @@ def test_run_writes_metrics_checkpoints_and_a_final_model_with_its_config(tmp_pa
     assert latest_checkpoint(out) == out / "checkpoints" / "step_00000004"
     final = load_checkpoint(out / "model")
     assert final.train_state is None and final.extra_files["COMMAND"] == "pytest\n"
-    assert final.extra_files["metrics.jsonl"] == (out / "metrics.jsonl").read_text()
+    # the model keeps its log compact, and it reads back to every step's loss and evaluation
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "metrics.jsonl").write_text(final.extra_files["metrics.jsonl"])
+    shipped = MetricsLog(tmp_path / "m" / "metrics.jsonl").records()
+    assert [(r["step"], r["loss"]) for r in shipped if r["kind"] == "train"] == [
+        (r["step"], r["loss"]) for r in train_lines
+    ]
+    assert [r for r in shipped if r["kind"] == "eval"] == records(out, "eval")
     saved = final.training["config"]
     assert saved == json.loads((out / "run.json").read_text())["config"]
     assert saved == tiny_config(steps=4, checkpoint_every=2, eval_every=2).to_dict()

@@ -195,7 +195,7 @@ class _Run:
 
         path = self.out / MODEL_DIR
         if self.ctx.is_main:
-            extra = {"metrics.jsonl": self.metrics.text()}
+            extra = {"metrics.jsonl": self.metrics.compact_text()}
             if self.command:
                 extra["COMMAND"] = self.command.rstrip("\n") + "\n"
             save_checkpoint(

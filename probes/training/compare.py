@@ -76,6 +76,8 @@ def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
         records = [r for r in MetricsLog(p).records() if isinstance(r, dict)]
     except (OSError, UnicodeDecodeError) as e:
         raise RunMetricsError(f"cannot read {p}: {e}; expected a UTF-8 {METRICS_FILE}") from None
+    except ValueError as e:  # a compact log's packed columns do not decode
+        raise RunMetricsError(f"cannot read {p}: {e}") from None
     records = [r for r in records if isinstance(r.get("step"), int)]
     if not records:
         raise RunMetricsError(f"{p} holds no metrics records")
