@@ -16,31 +16,51 @@ from probes.framework.options import RunOptions, output_options
     "diagnose", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
 )
 @click.option(
+    "--models",
+    default=None,
+    metavar="A,B,…",
+    help="Diagnose several models side by side (a comma list of what --model takes, at least "
+    "two): a column per model, RECL once over them all as its group. Not with --model.",
+)
+@click.option(
     "--skip",
     multiple=True,
     metavar="PROBE",
     help="Leave a probe of the suite out (repeatable).",
 )
-def diagnose_command(as_json: bool, quiet: bool, skip: tuple[str, ...], **values) -> None:
+def diagnose_command(
+    as_json: bool, quiet: bool, models: str | None, skip: tuple[str, ...], **values
+) -> None:
     """Boundary repair, retrieval, topic adaptation, stale state and effective context of one
-    model, in one table with 95% intervals; writes one run directory with every probe's run.
+    model (or several: --models), in one table with 95% intervals; writes one run directory with
+    every probe's run.
 
     \b
     The suite: every probe that declares diagnose rows (`probe list` names them all), each with
     its default parameters. --model repeated gives the model group of a group probe (RECL; the
     first is the model diagnosed; default: the model and its -mem0 sibling); without a group, or
     at --mem 0 (one context only), RECL is left out with the reason.
+
+    \b
+    --models default,default-mem0,… diagnoses each model with the same options and seed: one
+    table (a row per effect, a column per model), one plot (diagnose_models.png) and one run
+    directory <out>/diagnose/<id1>+<id2>+…/; RECL runs once with the models as its group.
     """
-    from probes.framework.diagnose import diagnose
+    from probes.framework.diagnose import diagnose, diagnose_models
+    from probes.framework.models import split_models
     from probes.framework.probe import ProbeInputError
     from probes.framework.progress import Progress
     from probes.report.diagnose import print_table
 
     values["model"] = list(values["model"]) or None
+    progress = Progress.auto(quiet or as_json)
     try:
-        summary = diagnose(
-            skip=skip, progress=Progress.auto(quiet or as_json), argv=list(sys.argv), **values
-        )
+        if models is None:
+            summary = diagnose(skip=skip, progress=progress, argv=list(sys.argv), **values)
+        else:
+            summary = diagnose_models(
+                split_models(models), skip=skip, progress=progress, argv=list(sys.argv), **values
+            )
     except ProbeInputError as e:
         raise BadInput(str(e)) from None
     emit(summary, as_json=as_json, show=print_table, passed=summary["passed"])

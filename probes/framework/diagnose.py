@@ -1,4 +1,4 @@
-"""`probe diagnose`: what the cache does for one model, its effects side by side.
+"""`probe diagnose`: what the cache does for one model (or several), its effects side by side.
 
 The suite is every registered probe whose `@probe(...)` gives `diagnose=N` (in that order), run
 with its default parameters and the run options given; a `model_group` probe runs on the model
@@ -15,6 +15,13 @@ Everything lands in one run directory, `<out>/diagnose/<model-id>/<UTC-time>-<8 
 verdict and checks, relative paths), `diagnose.png` (the rows in nats as a forest plot), and
 `runs/<probe>/<model-id>/<run>/` — each probe's complete run directory. Exit code 1 when a probe
 failed its own check.
+
+`diagnose_models` (`--models A,B,…`) is the same suite on several models side by side: every
+non-group probe once per model, the group probe once with the models as its group, each model's
+row of it read from that one run (`member_view`). One run directory,
+`<out>/diagnose/<id1>+<id2>+…/<UTC-time>-<8 hex>/` (`dir_name` shortens long lists), with
+`diagnose_models.png`; summary.json matches the models' rows by probe and effect (`effects`).
+Both modes share every step (`_options`, `_prepare`, `_record`, `_execute`, `_rows`, `_close`).
 """
 
 from __future__ import annotations
@@ -53,27 +60,38 @@ def suite() -> list[str]:
     return [e.name for e in sorted(entries, key=lambda e: (e.diagnose, e.name))]
 
 
-def diagnose(
-    *,
-    skip: tuple[str, ...] | list[str] = (),
-    progress: Any = None,
-    argv: list[str] | None = None,
-    **values: Any,
-) -> dict[str, Any]:
-    """Run the suite and return the summary (also written to the run directory). `values`: the
-    run options of `OPTIONS`.
+@dataclasses.dataclass
+class _Run:
+    """One probe run of the suite: `column` is the model it diagnoses (an index into the
+    diagnosed models); None for the group run, which serves every column."""
 
-    Every probe is prepared (inputs checked, model loaded once, pairs planned) before the run
-    directory is created: bad input raises ProbeInputError and leaves nothing behind."""
+    name: str
+    plan: Any  # runner.Prepared
+    column: int | None
+    summary: dict | None = None
+
+    def serves(self, column: int) -> bool:
+        return self.column is None or self.column == column
+
+
+def member_view(summary: dict, member: dict) -> dict:
+    """A model's view of a group run: its summary with `model` set to that member ({id, path,
+    sha256}), which is what a group probe's `diagnose_rows` reads to give that member's rows."""
+    return {**summary, "model": member}
+
+
+def _ident(info: Any) -> dict[str, str]:
+    return {"id": info.id, "path": info.path, "sha256": info.sha256}
+
+
+def _options(skip, values: dict[str, Any]):
+    """What both diagnose modes check first: --skip, the run options and --out."""
     from probes.framework import params as params_mod
-    from probes.framework import registry, runner
-    from probes.framework.models import ModelCache, model_sources
+    from probes.framework import registry
     from probes.framework.options import RunOptions
-    from probes.framework.probe import ProbeInputError, ProbeNotApplicable
-    from probes.framework.progress import Progress
-    from probes.framework.results import RunDir, RunDirError, check_writable
+    from probes.framework.probe import ProbeInputError
+    from probes.framework.results import RunDirError, check_writable
 
-    t0 = time.perf_counter()
     names = suite()
     unknown = [s for s in skip if s not in names]
     if unknown:
@@ -91,96 +109,314 @@ def diagnose(
         check_writable(Path(opts.out))
     except RunDirError as e:
         raise ProbeInputError(str(e)) from None
-    classes = {name: registry.get(name) for name in names}
-    group_cls = next((c for c in classes.values() if c.model_group), None)
-    sources = model_sources(group_cls or classes[names[0]], opts.model)
-    if progress is None or isinstance(progress, bool):
-        progress = Progress.auto(quiet=progress is False)
+    return {name: registry.get(name) for name in names}, opts
 
-    # ------------------------------------------------------------ prepare all, nothing written
+
+def _progress(progress: Any):
+    from probes.framework.progress import Progress
+
+    if progress is None or isinstance(progress, bool):
+        return Progress.auto(quiet=progress is False)
+    return progress
+
+
+def _prepare(classes, skip, columns: list, group: list, opts, progress, argv):
+    """Every run of the suite, prepared (nothing written): each non-group probe once per column
+    (a diagnosed model), the group probe once on `group`. Returns (runs, skipped)."""
+    from probes.framework import runner
+    from probes.framework.models import ModelCache
+    from probes.framework.probe import ProbeInputError, ProbeNotApplicable
+
     models = ModelCache()
     common = {k: v for k, v in dataclasses.asdict(opts).items() if k in OPTIONS and k != "model"}
-    prepared: dict[str, runner.Prepared] = {}
-    skipped = [name for name in names if name in skip]
+    runs: list[_Run] = []
+    skipped = [name for name in classes if name in skip]
     for name, cls in classes.items():
         if name in skip:
             continue
         if not cls.model_group:
-            prepared[name] = runner.prepare(
-                name, model=sources[0], progress=progress, argv=argv, models=models, **common
-            )
-        elif len(sources) < 2:
+            for j, source in enumerate(columns):
+                plan = runner.prepare(
+                    name, model=source, progress=progress, argv=argv, models=models, **common
+                )
+                runs.append(_Run(name, plan, j))
+        elif len(group) < 2:
             skipped.append(f"{name} (no model group)")
         else:
             try:
-                prepared[name] = runner.prepare(
-                    name, model=sources, progress=progress, argv=argv, models=models, **common
+                plan = runner.prepare(
+                    name, model=group, progress=progress, argv=argv, models=models, **common
                 )
             except ProbeNotApplicable as e:
                 skipped.append(f"{name} ({e.reason})")
-    if not prepared:
+                continue
+            runs.append(_Run(name, plan, None))
+    if not runs:
         raise ProbeInputError(f"nothing left to run (skipped: {', '.join(skipped)}); skip fewer")
-    first = next(iter(prepared.values()))
-    lm, geometry = first.model, first.ctx.geometry
-    grouped = [p for p in prepared.values() if p.ctx.group]
-    infos = [m.info for m in (grouped[0].ctx.group if grouped else [lm])]
-    try:
-        run_dir = RunDir.create(Path(opts.out), "diagnose", lm.info.id)
-    except RunDirError as e:
-        raise ProbeInputError(str(e)) from None
+    return runs, skipped
 
-    # ------------------------------------------------------------ the run
+
+def _column_model(runs: list[_Run], column: int) -> Any:
+    """The loaded LossModel of a column: from its own runs, else its place in the group run."""
+    own = next((r.plan.model for r in runs if r.column == column), None)
+    if own is not None:
+        return own
+    return next(r for r in runs if r.column is None).plan.ctx.group[column]
+
+
+def _record(opts, skip, argv, **fields: Any) -> dict[str, Any]:
+    """run.json of a diagnose run: the options as given (`fields` add the models)."""
     from probes import __version__
     from probes.framework import provenance
-    from probes.framework.models import model_name
 
-    recorded = {k: v for k, v in opts.record().items() if k in OPTIONS}
-    recorded["model"] = [model_name(s) for s in sources]
+    recorded = {k: v for k, v in opts.record().items() if k in OPTIONS and k != "model"}
     recorded["skip"] = list(skip)
-    record = {
+    return {
         "schema_version": 1,
         "status": "running",
         "command": "diagnose",
         "argv": provenance.portable_argv(argv),
         "options": recorded,
-        "model": lm.info.to_dict(),
-        "group": [i.to_dict() for i in infos],
-        "geometry": geometry.to_dict(),
+        **fields,
         "git": provenance.git_state(),
         "package_version": __version__,
         "versions": provenance.versions(),
         "machine": provenance.machine(),
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    summaries: dict[str, dict] = {}
+
+
+def _execute(runs: list[_Run], run_dir: Any, progress: Any) -> None:
+    from probes.framework import runner
+
+    for k, r in enumerate(runs):
+        who = "" if r.column is None else f" · {r.plan.model.info.id}"
+        progress.log(f"diagnose: {r.name}{who} ({k + 1}/{len(runs)}) …")
+        r.summary = runner.execute(r.plan, out=run_dir.path / "runs").to_dict()
+
+
+def _rows(runs: list[_Run], column: int, member: dict) -> list[dict]:
+    """A column's rows in suite order; the group run's as `member` sees it."""
+    return [
+        row
+        for r in runs
+        if r.serves(column)
+        for row in r.plan.cls.diagnose_rows(
+            r.summary if r.column is not None else member_view(r.summary, member)
+        )
+    ]
+
+
+def _by_probe(runs: list[_Run], column: int, run_dir: Any) -> dict[str, dict]:
+    """runs, verdicts and checks of the runs that serve a column, each keyed by probe."""
+    served = [r for r in runs if r.serves(column)]
+    return {
+        "runs": {r.name: os.path.relpath(r.summary["run_dir"], run_dir.path) for r in served},
+        "verdicts": {r.name: r.summary["verdict"] for r in served},
+        "checks": {r.name: r.summary["checks"] for r in served},
+    }
+
+
+def _close(run_dir, record: dict, summary: dict, runs: list[_Run], t0: float, plot) -> dict:
+    """summary.json and the finished run.json (inside `run_dir.recording`)."""
+    summary["passed"] = all(r.summary["passed"] for r in runs)
+    summary["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    summary["row_docs"] = ROW_DOCS
+    summary["plots"] = [plot] if plot else []
+    run_dir.write_json("summary.json", summary)
+    run_dir.finish(record, passed=summary["passed"], elapsed_s=summary["elapsed_s"])
+    return summary
+
+
+def _create(opts, model_id: str):
+    from probes.framework.probe import ProbeInputError
+    from probes.framework.results import RunDir, RunDirError
+
+    try:
+        return RunDir.create(Path(opts.out), "diagnose", model_id)
+    except RunDirError as e:
+        raise ProbeInputError(str(e)) from None
+
+
+def diagnose(
+    *,
+    skip: tuple[str, ...] | list[str] = (),
+    progress: Any = None,
+    argv: list[str] | None = None,
+    **values: Any,
+) -> dict[str, Any]:
+    """Run the suite and return the summary (also written to the run directory). `values`: the
+    run options of `OPTIONS`.
+
+    Every probe is prepared (inputs checked, model loaded once, pairs planned) before the run
+    directory is created: bad input raises ProbeInputError and leaves nothing behind."""
+    from probes.framework.models import model_name, model_sources
+
+    t0 = time.perf_counter()
+    classes, opts = _options(skip, values)
+    group_cls = next((c for c in classes.values() if c.model_group), None)
+    sources = model_sources(group_cls or next(iter(classes.values())), opts.model)
+    progress = _progress(progress)
+    runs, skipped = _prepare(classes, skip, sources[:1], sources, opts, progress, argv)
+    lm = _column_model(runs, 0)
+    geometry = next(r.plan.ctx.geometry for r in runs if r.serves(0))
+    grouped = [r for r in runs if r.column is None]
+    infos = [m.info for m in (grouped[0].plan.ctx.group if grouped else [lm])]
+    run_dir = _create(opts, lm.info.id)
+
+    record = _record(
+        opts,
+        skip,
+        argv,
+        model=lm.info.to_dict(),
+        group=[i.to_dict() for i in infos],
+        geometry=geometry.to_dict(),
+    )
+    record["options"]["model"] = [model_name(s) for s in sources]
     with run_dir.recording(record):
         progress.log(f"diagnose: run directory {run_dir.path}")
-        for k, (name, plan) in enumerate(prepared.items()):
-            progress.log(f"diagnose: {name} ({k + 1}/{len(prepared)}) …")
-            summaries[name] = runner.execute(plan, out=run_dir.path / "runs").to_dict()
-        rows = [row for name, s in summaries.items() for row in classes[name].diagnose_rows(s)]
+        _execute(runs, run_dir, progress)
+        rows = _rows(runs, 0, _ident(lm.info))
         summary = {
             "schema_version": 1,
             "command": "diagnose",
-            "model": {"id": lm.info.id, "path": lm.info.path, "sha256": lm.info.sha256},
-            "group": [{"id": i.id, "path": i.path, "sha256": i.sha256} for i in infos],
+            "model": _ident(lm.info),
+            "group": [_ident(i) for i in infos],
             "geometry": geometry.to_dict(),
             "rows": rows,
-            "runs": {
-                name: os.path.relpath(s["run_dir"], run_dir.path) for name, s in summaries.items()
-            },
-            "verdicts": {name: s["verdict"] for name, s in summaries.items()},
-            "checks": {name: s["checks"] for name, s in summaries.items()},
-            "passed": all(s["passed"] for s in summaries.values()),
+            **_by_probe(runs, 0, run_dir),
             "skipped": skipped,
             "run_dir": str(run_dir.path),
-            "elapsed_s": round(time.perf_counter() - t0, 3),
-            "row_docs": ROW_DOCS,
         }
         from probes.report.diagnose import forest_plot
 
         plot = forest_plot(run_dir.path / "diagnose.png", rows, lm.info.id, geometry)
-        summary["plots"] = [plot] if plot else []
-        run_dir.write_json("summary.json", summary)
-        run_dir.finish(record, passed=summary["passed"], elapsed_s=summary["elapsed_s"])
-        return summary
+        return _close(run_dir, record, summary, runs, t0, plot)
+
+
+# The fields of a row that differ between models (a `diagnose_models` cell); effect, probe,
+# unit and measure name the row.
+CELL = (
+    "metric", "value", "ci95", "p_value", "verdict", "significant", "margin", "n", "detail",
+    "censored",
+)  # fmt: skip
+
+
+def effects(columns: dict[str, list[dict]]) -> list[dict]:
+    """The rows of several models matched by (probe, effect), not by metric (a group probe's
+    metric path may name the model), in order of first appearance: {effect, probe, unit,
+    measure, values: {model id: cell}}; a model without that row has no cell."""
+    out: dict[tuple[str, str], dict] = {}
+    for mid, rows in columns.items():
+        for row in rows:
+            entry = out.setdefault(
+                (row["probe"], row["effect"]),
+                {k: row[k] for k in ("effect", "probe", "unit", "measure")} | {"values": {}},
+            )
+            entry["values"][mid] = {k: row[k] for k in CELL}
+    return list(out.values())
+
+
+def dir_name(ids: list[str]) -> str:
+    """The run directory's model part: the ids joined by `+`; past 96 characters the first id,
+    how many more and a hash of them all (`a+2-more-1f2e3d4c`)."""
+    import hashlib
+
+    joined = "+".join(ids)
+    if len(joined) <= 96:
+        return joined
+    return f"{ids[0]}+{len(ids) - 1}-more-{hashlib.sha256(joined.encode()).hexdigest()[:8]}"
+
+
+def diagnose_models(
+    models: list[Any] | tuple[Any, ...] | str,
+    *,
+    skip: tuple[str, ...] | list[str] = (),
+    progress: Any = None,
+    argv: list[str] | None = None,
+    **values: Any,
+) -> dict[str, Any]:
+    """`probe diagnose --models A,B,…`: the suite on each model, side by side. `models`: two or
+    more distinct model specs (what `--model` takes, or LossModel objects; or one comma string,
+    `models.split_models`); `values`: the run options of `OPTIONS` but `model`, applied to every
+    model.
+
+    Every non-group probe runs once per model; the group probe runs once, on `models` as
+    its group, and each model's row is read from that run (`member_view`). Everything is
+    prepared before the run directory `<out>/diagnose/<id1>+<id2>+…/<UTC-time>-<hex>/` exists
+    (`dir_name`), so bad input raises ProbeInputError and leaves nothing behind. The summary:
+    `models` (id, path, sha256, in order), `effects` (`effects`), `runs`, `verdicts` and
+    `checks` (model id → probe → …; the group run under every member), `geometry` (model id →
+    geometry), `passed`, `skipped`, `elapsed_s`, `row_docs`; the plot `diagnose_models.png`."""
+    from probes.framework.models import is_loss_model, model_name, model_source, split_models
+    from probes.framework.probe import ProbeInputError
+    from probes.protocol import geometry as geometry_of
+
+    t0 = time.perf_counter()
+    if values.get("model") is not None:
+        raise ProbeInputError(
+            "--models and --model: give one (--models A,B,… diagnoses each model; --model "
+            "repeated gives the group probe's model group)"
+        )
+    values.pop("model", None)
+    models = split_models(models) if isinstance(models, str) else list(models)
+    text = ",".join(m if isinstance(m, str) else model_name(m) for m in models)
+    if any(isinstance(m, str) and not m.strip() for m in models):
+        raise ProbeInputError(f"--models {text!r}: an empty model name; e.g. default,default-mem0")
+    if len(models) < 2:
+        raise ProbeInputError(
+            f"--models {text!r}: give at least two models, e.g. default,default-mem0 "
+            "(one model: --model)"
+        )
+    classes, opts = _options(skip, values)
+    sources = [m if is_loss_model(m) else model_source(m, "--models") for m in models]
+    # the same checkpoint or planted spec twice; a LossModel object is itself
+    keys = [
+        s.resolve() if isinstance(s, Path) else m if isinstance(m, str) else id(m)
+        for m, s in zip(models, sources, strict=True)
+    ]
+    twice = next((m for m, k in zip(models, keys, strict=True) if keys.count(k) > 1), None)
+    if twice is not None:
+        raise ProbeInputError(f"--models names {str(twice)!r} twice; give each model once")
+    progress = _progress(progress)
+    runs, skipped = _prepare(classes, skip, sources, sources, opts, progress, argv)
+    lms = [_column_model(runs, j) for j in range(len(sources))]
+    ids = [lm.info.id for lm in lms]
+    same = next((i for i in ids if ids.count(i) > 1), None)
+    if same is not None:
+        raise ProbeInputError(
+            f"--models: two models have the id {same!r}; the columns need distinct ids (a "
+            "planted model's id is its seed: give each its own)"
+        )
+    try:  # each model's own geometry with the options' overrides, as each of its runs has
+        geometry = {
+            lm.info.id: geometry_of(lm, **opts.geometry_overrides()).to_dict() for lm in lms
+        }
+    except ValueError as e:
+        raise ProbeInputError(f"bad evaluation geometry: {e}") from None
+    run_dir = _create(opts, dir_name(ids))
+
+    record = _record(opts, skip, argv, models=[lm.info.to_dict() for lm in lms], geometry=geometry)
+    record["options"]["models"] = [model_name(s) for s in sources]
+    with run_dir.recording(record):
+        progress.log(f"diagnose: run directory {run_dir.path}")
+        _execute(runs, run_dir, progress)
+        members = [_ident(lm.info) for lm in lms]
+        per_model = [_by_probe(runs, j, run_dir) for j in range(len(ids))]
+        summary = {
+            "schema_version": 1,
+            "command": "diagnose",
+            "models": members,
+            "geometry": geometry,
+            "effects": effects({m["id"]: _rows(runs, j, m) for j, m in enumerate(members)}),
+            **{
+                k: {i: p[k] for i, p in zip(ids, per_model, strict=True)}
+                for k in ("runs", "verdicts", "checks")
+            },
+            "skipped": skipped,
+            "run_dir": str(run_dir.path),
+        }
+        from probes.report.diagnose import models_plot
+
+        plot = models_plot(run_dir.path / "diagnose_models.png", summary)
+        return _close(run_dir, record, summary, runs, t0, plot)

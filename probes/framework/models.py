@@ -16,8 +16,9 @@ PACKAGE_MODELS = Path(__file__).resolve().parent.parent / "models"
 DEFAULT_MODEL = "default"
 
 
-def resolve_model_path(model: str | os.PathLike | None) -> Path:
-    """A checkpoint directory from --model: a path, or the name of a shipped model."""
+def resolve_model_path(model: str | os.PathLike | None, option: str = "--model") -> Path:
+    """A checkpoint directory from --model: a path, or the name of a shipped model. `option`:
+    the flag that gave it, for the error message."""
     if model is None:
         model = DEFAULT_MODEL
     p = Path(model).expanduser()
@@ -33,7 +34,7 @@ def resolve_model_path(model: str | os.PathLike | None) -> Path:
     )
     known = f"shipped models: {', '.join(names)}" if names else "no model is shipped yet"
     raise ProbeInputError(
-        f"--model {str(model)!r} does not exist; give a checkpoint directory ({known})"
+        f"{option} {str(model)!r} does not exist; give a checkpoint directory ({known})"
     )
 
 
@@ -77,7 +78,7 @@ def is_loss_model(model: Any) -> bool:
     return not isinstance(model, str | os.PathLike) and hasattr(model, "score")
 
 
-def model_source(model: str | os.PathLike) -> Any:
+def model_source(model: str | os.PathLike, option: str = "--model") -> Any:
     """One `--model`: `planted:FIELD=V,…` (a planted LossModel, probes.adapters.planted: known
     effects, no torch), else a checkpoint directory or a shipped model's name."""
     if str(model).startswith("planted:"):
@@ -86,8 +87,23 @@ def model_source(model: str | os.PathLike) -> Any:
         try:
             return PlantedModel.from_spec(str(model))
         except ValueError as e:
-            raise ProbeInputError(f"--model {str(model)!r}: {e}") from None
-    return resolve_model_path(model)
+            raise ProbeInputError(f"{option} {str(model)!r}: {e}") from None
+    return resolve_model_path(model, option)
+
+
+def split_models(text: str) -> list[str]:
+    """The model specs of `--models A,B,…`, in order. A planted spec keeps its own fields:
+    `planted:seed=1,copy=2,default` is two models, since an item `field=value` after a planted
+    spec belongs to it (a directory named `x=y` must come first or be given as `./x=y`)."""
+    import re
+
+    specs: list[str] = []
+    for item in (x.strip() for x in text.split(",")):
+        if specs and specs[-1].startswith("planted:") and re.fullmatch(r"[A-Za-z_]\w*=.*", item):
+            specs[-1] += f",{item}"
+        else:
+            specs.append(item)
+    return specs
 
 
 def model_sources(cls: type, model: Any) -> list[Any]:

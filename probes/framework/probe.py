@@ -158,7 +158,10 @@ class Probe:
 
     @classmethod
     def diagnose_rows(cls, summary: dict[str, Any]) -> list[dict[str, Any]]:
-        """This probe's rows in `probe diagnose`, from its summary (`declarations.effect_row`)."""
+        """This probe's rows in `probe diagnose`, from its summary (`declarations.effect_row`).
+        `summary["model"]` is the model diagnosed: for a `model_group` probe under `probe
+        diagnose --models`, the one group run's summary with `model` set to each member in turn
+        (`probes.framework.diagnose.member_view`), so the rows are that member's."""
         return []
 
     def __init__(self, params: Any):

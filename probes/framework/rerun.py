@@ -69,13 +69,18 @@ def rerun(
         )
     argv = ["probe", "rerun", str(run_dir)]
     if record.get("command") == "diagnose":
-        from probes.framework.diagnose import diagnose
+        from probes.framework.diagnose import diagnose, diagnose_models
 
         kwargs = dict(record.get("options") or {})
-        kwargs["model"] = _local_models(kwargs.get("model"), record)
         if out is not None:
             kwargs["out"] = out
-        new = diagnose(progress=progress, argv=argv, **kwargs)
+        if "models" in kwargs:  # `probe diagnose --models`: run.json's `models` are their infos
+            models = _local_models(kwargs.pop("models"), {"group": record.get("models")})
+            new = diagnose_models(models, progress=progress, argv=argv, **kwargs)
+            kwargs["model"] = models  # what _mapped compares with the recorded names
+        else:
+            kwargs["model"] = _local_models(kwargs.get("model"), record)
+            new = diagnose(progress=progress, argv=argv, **kwargs)
         passed = bool(new["passed"])
     elif isinstance(record.get("probe"), dict) and "options" in record:
         from probes.framework.runner import run
@@ -151,7 +156,8 @@ def _local_models(model: Any, record: dict) -> Any:
 
 def _mapped(record: dict, kwargs: dict) -> list[str]:
     """A note for each recorded model path that was replaced by a shipped model."""
-    recorded = (record.get("options") or {}).get("model")
+    options = record.get("options") or {}
+    recorded = options["models"] if "models" in options else options.get("model")
     used = kwargs.get("model")
     pairs = zip(recorded, used, strict=False) if isinstance(recorded, list) else [(recorded, used)]
     return [
@@ -161,13 +167,18 @@ def _mapped(record: dict, kwargs: dict) -> list[str]:
     ]
 
 
+def _shas(summary: dict) -> list:
+    """The sha256 of each model a summary diagnosed (one, or `--models`' several)."""
+    return [m.get("sha256") for m in summary.get("models") or [summary.get("model") or {}]]
+
+
 def _notes(record: dict, original: dict, new: dict) -> list[str]:
     """What changed besides the numbers and could explain a difference."""
     import synth
     from probes import __version__
 
     notes = []
-    if original.get("model", {}).get("sha256") != new["model"]["sha256"]:
+    if _shas(original) != _shas(new):
         notes.append("the model file changed (sha256 differs)")
     if original.get("version") != new.get("version"):
         notes.append(f"probe version changed: {original.get('version')} → {new.get('version')}")

@@ -76,8 +76,9 @@ def read_json(path: Path) -> Any:
 
 
 def safe_id(text: str) -> str:
-    """A path component from a model id or probe name."""
-    clean = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")
+    """A path component from a model id or probe name (`+` kept: it joins the ids of a
+    `probe diagnose --models` run)."""
+    clean = re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-.")
     return clean or "model"
 
 

@@ -1,14 +1,20 @@
 """The `probe diagnose` table and its forest plot: rows as the suite's probes declared them
-(`probes.framework.declarations.effect_row`), rendered without knowing any probe."""
+(`probes.framework.declarations.effect_row`), rendered without knowing any probe; with
+`--models`, the same rows side by side (a column per model) and one plot of them all."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 
+def in_nats(row: dict) -> bool:
+    """A row the forest plots draw: a loss difference (the lengths have another axis)."""
+    return row["unit"].startswith("nats")
+
+
 def forest_plot(path: Path, rows: list[dict], model_id: str, geometry) -> str | None:
     """The nats-valued rows with their intervals, one line each (None: no such row)."""
-    pts = [r for r in rows if r["unit"].startswith("nats") and r["value"] is not None]
+    pts = [r for r in rows if in_nats(r) and r["value"] is not None]
     if not pts:
         return None
     from probes.report import plots
@@ -21,7 +27,43 @@ def forest_plot(path: Path, rows: list[dict], model_id: str, geometry) -> str | 
     return path.name
 
 
+def models_plot(path: Path, summary: dict) -> str | None:
+    """The nats-valued effects of a `--models` summary, one marker per model in each row
+    (None: no such effect)."""
+    pts = [
+        e
+        for e in summary["effects"]
+        if in_nats(e) and any(v["value"] is not None for v in e["values"].values())
+    ]
+    if not pts:
+        return None
+    from probes.report import plots
+
+    ids = [m["id"] for m in summary["models"]]
+    plots.forest_models(path, pts, ids, title=f"probe diagnose · {' · '.join(ids)}")
+    return path.name
+
+
+def value_text(r: dict, unit: str) -> str:
+    """A row's value: nats signed to 3 places, lengths as integers (≥ when censored)."""
+    v = r["value"]
+    if v is None:
+        return "—"
+    return f"{v:+.3f}" if unit.startswith("nats") else ("≥" if r["censored"] else "") + str(v)
+
+
+def ci_text(r: dict, unit: str) -> str:
+    """A row's 95% interval in the same format as its value."""
+    ci = r["ci95"]
+    if not ci:
+        return "—"
+    return f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if unit.startswith("nats") else f"[{ci[0]}, {ci[1]}]"
+
+
 def print_table(summary: dict, out=None) -> None:
+    if "models" in summary:  # a `probe diagnose --models` run
+        print_models_table(summary, out)
+        return
     from rich.table import Table
 
     from probes.report.tables import console
@@ -42,15 +84,10 @@ def print_table(summary: dict, out=None) -> None:
     for h in ("effect", "value", "95% CI", "p", "verdict", "margin", "n", "unit", "detail"):
         t.add_column(h, justify="right" if h in ("value", "95% CI", "p", "margin", "n") else "left")
     for r in summary["rows"]:
-        nats = r["unit"].startswith("nats")
-        v = r["value"]
-        ci = r["ci95"]
         t.add_row(
             r["effect"],
-            "—"
-            if v is None
-            else (f"{v:+.3f}" if nats else ("≥" if r["censored"] else "") + str(v)),
-            "—" if not ci else (f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if nats else f"[{ci[0]}, {ci[1]}]"),
+            value_text(r, r["unit"]),
+            ci_text(r, r["unit"]),
             "—" if r["p_value"] is None else f"{r['p_value']:.2g}",
             r.get("verdict") or "—",
             "—" if r.get("margin") is None else f"±{r['margin']:g}",
@@ -65,6 +102,53 @@ def print_table(summary: dict, out=None) -> None:
         for name, ch in summary["checks"].items()
         if not all(v.get("passed", True) for v in ch.values())
     ]
+    _footer(c, summary, failed)
+
+
+def print_models_table(summary: dict, out=None) -> None:
+    """Rows = effects, columns = models: each cell the value, its 95% interval and the verdict
+    word (bold: significant), in the single-model table's number formats."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from probes.report.tables import console
+
+    c = console(out)
+    c.print("probe diagnose", style="bold")
+    for m in summary["models"]:
+        g = summary["geometry"][m["id"]]
+        c.print(
+            f"model {m['id']} ({m['sha256'][:12]}) · mem {g['mem_len']} tgt {g['tgt_len']} "
+            f"clamp {g['clamp_len']}"
+        )
+    ids = [m["id"] for m in summary["models"]]
+    t = Table(show_lines=False)
+    t.add_column("effect")
+    for mid in ids:
+        t.add_column(mid, justify="right")
+    t.add_column("unit")
+    for e in summary["effects"]:
+        cells = []
+        for mid in ids:
+            v = e["values"].get(mid)
+            if v is None:
+                cells.append(Text("—"))
+                continue
+            words = [value_text(v, e["unit"]), ci_text(v, e["unit"])]
+            words += [v["verdict"]] if v.get("verdict") else []
+            cells.append(Text(" ".join(words), style="bold" if v.get("significant") else ""))
+        t.add_row(Text(e["effect"]), *cells, Text(e["unit"]))
+    c.print(t)
+    failed = sorted(
+        f"{name} ({mid})"
+        for mid, by_probe in summary["checks"].items()
+        for name, ch in by_probe.items()
+        if not all(v.get("passed", True) for v in ch.values())
+    )
+    _footer(c, summary, failed)
+
+
+def _footer(c, summary: dict, failed: list[str]) -> None:
     if failed:
         c.print(f"checks FAILED: {', '.join(failed)}", style="bold red")
     if summary.get("skipped"):

@@ -6,7 +6,8 @@ band, and marks the two lengths the table reports: the direct window and the lay
 depend on the token's offset in its segment). `heatmap` draws a grid (e.g. distance × depth).
 `line_plot` draws curves with CI bands for the probes whose output is a curve, not a
 delta-by-distance table (loss vs visible history, gain vs context, time vs attention length).
-`forest` draws labelled estimates with their intervals (`probe diagnose`). Bins and rows are
+`forest` draws labelled estimates with their intervals (`probe diagnose`), `forest_models` the
+same for several models side by side (`probe diagnose --models`). Bins and rows are
 marked by their verdict word (VERDICT_MARKS, VERDICT_COLORS). Every plot is written atomically.
 """
 
@@ -210,6 +211,46 @@ def forest(path: Path, rows: Sequence[dict], *, title: str) -> None:
         "Δ NLL, 95% CI; red: significant, green: negligible, blue: inconclusive",
         None,
         False,
+    )
+
+
+def forest_models(path: Path, rows: Sequence[dict], models: Sequence[str], *, title: str) -> None:
+    """One line per row ({"effect", "values": {model: {"value", "ci95", "significant"}}}), one
+    marker and interval per model within it (offset vertically, coloured per model; filled:
+    significant, hollow: not, or no paired test), on a shared axis at 0."""
+    plt = _pyplot()
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, ax = plt.subplots(figsize=(7, (0.2 * len(models) + 0.25) * len(rows) + 1.6), dpi=110)
+    ys = list(range(len(rows)))[::-1]
+    step = 0.7 / len(models)
+    for i, model in enumerate(models):
+        color = colors[i % len(colors)]
+        off = step * ((len(models) - 1) / 2 - i)  # the first model on top
+        ax.plot([], [], "o", color=color, label=model)  # the legend's entry: a filled marker
+        for y, r in zip(ys, rows, strict=True):
+            v = r["values"].get(model)
+            if not v or v["value"] is None:
+                continue
+            lo, hi = v["ci95"] or (v["value"], v["value"])
+            ax.errorbar(
+                v["value"],
+                y + off,
+                xerr=[[v["value"] - lo], [hi - v["value"]]],
+                fmt="o",
+                color=color,
+                markerfacecolor=color if v.get("significant") else "none",
+                capsize=2,
+            )
+    ax.axvline(0.0, color="black", lw=0.8)
+    ax.set_yticks(ys, labels=[r["effect"] for r in rows], fontsize=8)
+    _finish(
+        fig,
+        ax,
+        path,
+        title,
+        "Δ NLL, 95% CI; filled: significant, hollow: not (or no paired test)",
+        None,
+        True,
     )
 
 
