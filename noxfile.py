@@ -114,6 +114,15 @@ def _compare(session: nox.Session, shipped, run) -> None:
 
 
 @nox.session
+def paper(session: nox.Session) -> None:
+    """The paper's Tables 6–9 on the shipped ablation group: `python -m probes.paper`, written to
+    results/curated/paper/ (tables, claims with intervals, plots, the probe runs). Printed, never
+    asserted: a reproduction may fail. Arguments pass through (`nox -s paper -- --quick`)."""
+    _install(session)
+    session.run("python", "-m", "probes.paper", *session.posargs)
+
+
+@nox.session
 def probes(session: nox.Session) -> None:
     """Run probes on the default model, results under results/: every registered probe with its
     default parameters and then `probe diagnose`, or what the arguments say
