@@ -1,6 +1,7 @@
 """The paper tables as Markdown (one file per paper table, and all of them in `paper.md`), the
-figures as JSON (`paper.json`), and two plots: NLL by evaluation attention length per model
-(`loss_by_length.png`) and RECL's gain curves of the group (`recl_curves.png`)."""
+figures as JSON (`paper.json`), and the plots: NLL by evaluation attention length per model
+(`loss_by_length.png`) and RECL's gain curves of the group, one plot per r
+(`recl_curves_r{r}.png`)."""
 
 from __future__ import annotations
 
@@ -165,23 +166,25 @@ def plots(result: dict[str, Any], out: Path) -> list[str]:
         title="Table 6 analogue: held-out NLL by evaluation attention length",
         xlabel="evaluation attention length L = mem_len + tgt_len (tokens)",
         ylabel="NLL (nats)",
+        logx=True,
+        logy=True,
     )
+    names = ["loss_by_length.png"]
     t8 = result["table8"]
     xs = t8["contexts"][:-1]
-    series = {
-        f"{name} (r={r})": {"x": xs, "y": curve}
-        for name, by_r in t8["gains"].items()
-        for r, curve in by_r.items()
-    }
-    line_plot(
-        out / "recl_curves.png",
-        series,
-        title="Table 8 analogue: RECL gain curves of the group (threshold 1%)",
-        xlabel="context c (tokens); gain from c to c + Δ",
-        ylabel="relative gain g_i(c)",
-        hline=0.01,
-    )
-    return ["loss_by_length.png", "recl_curves.png"]
+    for r in next(iter(t8["gains"].values())):
+        series = {name: {"x": xs, "y": by_r[r]} for name, by_r in t8["gains"].items()}
+        name = f"recl_curves_r{r}.png"
+        line_plot(
+            out / name,
+            series,
+            title=f"Table 8 analogue: RECL gain curves of the group, r = {r} (threshold 1%)",
+            xlabel="context c (tokens); gain from c to c + Δ",
+            ylabel="relative gain g_i(c)",
+            hline=0.01,
+        )
+        names.append(name)
+    return names
 
 
 def write(result: dict[str, Any], out: Path) -> dict[str, str]:

@@ -208,7 +208,7 @@ def table9(runs: Path, log, quick: bool) -> dict[str, Any]:
     lengths = SPEED_LENGTHS[-2:] if quick else SPEED_LENGTHS
     s = probes.run(
         "speed", model="default", lengths=",".join(str(L - tgt) for L in sorted(lengths)),
-        tokens=8 if quick else 16, repeats=3, seed=SEED, out=str(runs), progress=False,
+        tokens=8 if quick else 16, repeats=5, seed=SEED, out=str(runs), progress=False,
     )  # fmt: skip
     bins = sorted(s.bins, key=lambda b: b["attn_len"])
     ratios = [b["ratio"] for b in bins]
