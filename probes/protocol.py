@@ -22,6 +22,8 @@ Optional capabilities, used when present:
   with another row (`tokens[r, :shared[r]] == tokens[parent[r], :shared[r]]`, parent −1 for none)
   may be computed once up to it and forked. Results must equal `score` on the same rows.
 - `max_rows(geometry) -> int`: rows per scoring call that fit in memory (default 64; `max_rows`).
+- `row_bytes(geometry) -> int`: the memory one row of a forward needs; a run whose one row
+  would not fit in the machine's memory is refused before it starts (`probes.limits`).
 - `horizon(geometry) -> probes.reach.Horizon`: what a scored token can see. Without it a
   Transformer-XL streaming evaluator with `info.n_layer` layers is assumed.
 - `score_window(tokens, doc_ids, positions, window, geometry)`: truncated context: every scored
@@ -106,6 +108,12 @@ def max_rows(model: LossModel, geometry: Any, default: int = 64) -> int:
 # The largest |difference| between two scores of the same tokens that counts as "equal" in a
 # probe's own checks, by evaluation dtype (bit-exact zeros are reported beside it).
 TOLERANCE = {"float64": 1e-9, "float32": 1e-4, "bfloat16": 5e-2}
+
+
+def row_bytes(model: LossModel, geometry: Any) -> int | None:
+    """The model's estimate of one forward row's memory at `geometry` (None: no estimate)."""
+    fn = getattr(model, "row_bytes", None)
+    return None if fn is None else int(fn(geometry))
 
 
 def tolerance(model: LossModel) -> float:

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from probes.limits import MAX_DISTANCE
+
 REACH_LABELS = ("direct", "layered", "beyond")
 
 
@@ -204,6 +206,10 @@ def parse_ranges(text: str) -> list[tuple[int, int]] | None:
             ) from None
         if lo < 2 or hi < lo:
             raise ValueError(f"bad distance range {part!r}; need 2 <= LO <= HI, e.g. 16-64")
+        if hi > MAX_DISTANCE:
+            raise ValueError(
+                f"distance {hi:,} in {part!r} is above the limit of {MAX_DISTANCE:,} tokens"
+            )
         out.append((lo, hi))
     if any(b[0] <= a[1] for a, b in itertools.pairwise(out)):
         raise ValueError(f"distance ranges {text!r} must be increasing and not overlap")

@@ -316,6 +316,41 @@ def _read_config(root: Path) -> tuple[TXLConfig, dict]:
     return config, data["training"]
 
 
+def _check_shapes_before_building(root: Path, config: TXLConfig) -> None:
+    """Compare the weights file's header (names and shapes, read without its data) with the
+    shapes config.json implies, on a model built on the meta device (no memory), so a config
+    that claims a model far larger than its weights is refused before anything is allocated."""
+    from safetensors import safe_open
+
+    path = root / WEIGHTS_FILE
+    try:
+        with torch.device("meta"):
+            meta = TransformerXL(config)
+    except Exception as e:
+        raise CheckpointError(
+            f"{root / CONFIG_FILE}: cannot build the model ({_first_line(e)})"
+        ) from e
+    state = meta.state_dict(keep_vars=True)
+    first: dict[int, str] = {}  # tied tensors are one object: the file stores the first name
+    for name, t in state.items():
+        first.setdefault(id(t), name)
+    want = {name: tuple(state[name].shape) for name in first.values()}
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            got = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise CheckpointError(
+            f"{path} is not a readable safetensors file ({_first_line(e)}); re-save the checkpoint"
+        ) from e
+    for name, shape in want.items():
+        if name in got and got[name] != shape:
+            raise CheckpointError(
+                f"{path}: tensor {name} has shape {list(got[name])}, but config.json implies "
+                f"{list(shape)}"
+            )
+    # names missing or unexpected are reported by _read_weights with the full listing
+
+
 def _read_weights(root: Path, model: TransformerXL) -> tuple[dict[str, torch.Tensor], str]:
     """The state_dict to load into `model`, checked name by name and shape by shape, and the
     sha256 of the very bytes it was read from."""
@@ -394,6 +429,7 @@ def load_checkpoint(path: str | os.PathLike, *, device: str | torch.device = "cp
     tokenizer = _read_json_object(root / TOKENIZER_FILE, "the tokenizer (a JSON object)")
     rng = _read_json_object(root / RNG_FILE, "RNG states") if (root / RNG_FILE).exists() else None
 
+    _check_shapes_before_building(root, config)
     try:
         model = TransformerXL(config)
     except Exception as e:

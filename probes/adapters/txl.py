@@ -91,16 +91,20 @@ class _TXLBase:
     def default_geometry(self) -> Geometry:
         return Geometry.for_model(self.config)
 
-    def max_rows(self, geometry: Geometry, budget_bytes: int = 400 * 2**20) -> int:
-        """Rows per forward that keep activations and memory within `budget_bytes`."""
+    def row_bytes(self, geometry: Geometry) -> int:
+        """Bytes one row of a forward needs at `geometry`: attention scores, memory and hidden
+        states, the feed-forward and the logits (an estimate, checked before a run starts)."""
         c = self.config
         keys = geometry.mem_len + geometry.tgt_len
         itemsize = torch.finfo(self.dtype).bits // 8
         attn = 3 * c.n_head * geometry.tgt_len * keys  # scores, probabilities, position scores
         states = (c.n_layer + 1) * keys * c.d_model + 4 * geometry.tgt_len * c.d_inner
         logits = 2 * geometry.tgt_len * c.vocab_size
-        per_row = itemsize * (attn + states + logits)
-        return max(1, min(256, budget_bytes // max(per_row, 1)))
+        return itemsize * (attn + states + logits)
+
+    def max_rows(self, geometry: Geometry, budget_bytes: int = 400 * 2**20) -> int:
+        """Rows per forward that keep activations and memory within `budget_bytes`."""
+        return max(1, min(256, budget_bytes // max(self.row_bytes(geometry), 1)))
 
     @torch.inference_mode()
     def score_window(self, tokens, doc_ids, positions, window: int, geometry) -> TokenScores:

@@ -31,11 +31,17 @@ def show(
 ) -> None:
     """Print a pair built by EDIT (insert, replace, delete, distract, update, topic-shift, boundary,
     identity, or a probe name such as fact-swap) with the edited tokens and the targets marked."""
+    from probes.limits import MAX_DISTANCE, MAX_TEXT, LimitError, check_at_most
     from synth.edits import resolve
     from synth.language import Language
     from synth.pairs import make_pair
     from synth.rng import make_rng
 
+    try:
+        check_at_most("--distance", distance, MAX_DISTANCE, "facts lie at most that far back")
+        check_at_most("--length", length or 0, MAX_TEXT, "a text has at most that many tokens")
+    except LimitError as e:
+        raise BadInput(str(e)) from None
     lang = Language.default()
     try:
         name = resolve(edit)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from probes.framework.params import argv as params_argv
 from probes.framework.params import build, click_options, param
+from probes.limits import MAX_CLAMP_LEN, MAX_MEM, MAX_N, MAX_TGT_LEN
 
 
 def _empty_out() -> None:
@@ -38,18 +39,29 @@ class RunOptions:
         help="Checkpoint directory, or a shipped model name (default, default-mem0). "
         "[default: default]",
     )
-    mem: int | None = param(None, min=0, metavar="N", help="Eval mem_len. [default: the model's]")
+    mem: int | None = param(
+        None, min=0, max=MAX_MEM, metavar="N", help="Eval mem_len. [default: the model's]"
+    )
     tgt_len: int | None = param(
-        None, min=1, metavar="N", help="Eval segment length. [default: the model's]"
+        None,
+        min=1,
+        max=MAX_TGT_LEN,
+        metavar="N",
+        help="Eval segment length. [default: the model's]",
     )
     clamp_len: int | None = param(
         None,
         min=1,
+        max=MAX_CLAMP_LEN,
         metavar="N",
         help="Largest relative distance used. [default: the model's training mem + tgt]",
     )
     n: int | None = param(
-        None, min=1, metavar="N", help="Pairs per bin / grid cell. [default: the probe's]"
+        None,
+        min=1,
+        max=MAX_N,
+        metavar="N",
+        help="Pairs per bin / grid cell. [default: the probe's]",
     )
     seed: int = param(0, min=0, metavar="N", show_default=True, help="Seed of the pairs.")
     device: Literal["auto", "cpu", "cuda"] = param(

@@ -124,6 +124,7 @@ def prepare(
         geometry = geometry_of(lm, **opts.geometry_overrides())
     except ValueError as e:
         raise ProbeInputError(f"bad evaluation geometry: {e}") from None
+    check_row_memory(loaded, geometry)
     group = loaded if getattr(cls, "model_group", False) else []
     ctx = RunContext(
         model=lm,
@@ -152,6 +153,26 @@ def prepare(
         file, attr = probe.rsplit(":", 1)
         spec = f"{Path(file).resolve()}:{attr}"
     return Prepared(cls, spec, params, instance, ctx, sources, opts, argv, t0)
+
+
+def check_row_memory(models: list, geometry) -> None:
+    """Refuse a geometry whose single forward row would not fit in memory, before any text is
+    built or scored (ProbeInputError naming the sizes)."""
+    from probes.limits import LimitError, require_memory
+    from probes.protocol import row_bytes
+
+    for m in models:
+        need = row_bytes(m, geometry)
+        if need is None:
+            continue
+        try:
+            require_memory(
+                f"one row of {m.info.id} at mem {geometry.mem_len:,}, tgt_len {geometry.tgt_len:,}",
+                need,
+                "lower --mem or --tgt-len",
+            )
+        except LimitError as e:
+            raise ProbeInputError(str(e)) from None
 
 
 def _threads(n: int | None):

@@ -85,6 +85,7 @@ def resolve_job(
 def prepare(job: TrainJob) -> PreparedRun:
     """Everything the loop needs, built only once the config is known to be good (imports torch).
     The device and the run directory are checked here too, before any process writes."""
+    from probes.training.budget import check_fits
     from probes.training.stream import synth_stream
     from txl.device import resolve_device
     from txl.distributed import context_from_env
@@ -92,7 +93,8 @@ def prepare(job: TrainJob) -> PreparedRun:
 
     config, lang = job.config, job.language
     ctx = context_from_env()
-    resolve_device(config.device, ctx.local_rank)
+    device = resolve_device(config.device, ctx.local_rank)
+    check_fits(config, str(device))  # before any allocation: the run must fit in memory
     check_run_dir(job.run_dir, job.resume)
     stream = synth_stream(lang, config, config.seed, config.batch_size, ctx.rank, ctx.world_size)
     eval_fn = None

@@ -1,0 +1,67 @@
+"""Size limits: every size a user gives is checked before anything is allocated.
+
+Two kinds of bound, one mechanism:
+
+- documented maxima for what a size can mean here (`MAX_*`): a distance or memory longer than
+  any text this toolkit builds, a segment longer than any model's attention, more pairs than a
+  statistic needs — refused with a one-line error naming the limit;
+- allocation estimates for what depends on the model: the bytes one forward row needs at the
+  requested geometry (`row_bytes`, an adapter's estimate) or a training run's weights and
+  optimizer state, compared with the memory this machine has available (`require_memory`).
+
+No torch, no numpy: the CLI checks options with this before it imports either.
+"""
+
+from __future__ import annotations
+
+import os
+
+MAX_MEM = 1 << 17  # 131,072 tokens of evaluation memory
+MAX_TGT_LEN = 1 << 14  # 16,384 tokens per segment
+MAX_CLAMP_LEN = 1 << 20
+MAX_N = 100_000  # pairs per bin / grid cell
+MAX_DISTANCE = 1 << 20  # 1,048,576 tokens between a fact and its answer
+MAX_TEXT = 1 << 22  # tokens of one synthetic text
+USABLE = 0.8  # the share of the available memory a run may plan to use
+
+
+class LimitError(ValueError):
+    """A size beyond what this toolkit or this machine can take (one line, exit 2)."""
+
+
+def available_bytes() -> int:
+    """Memory available to a new allocation: MemAvailable where the kernel reports it, else the
+    physical memory."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - no sysconf
+        return 1 << 62
+
+
+def gib(n_bytes: float) -> str:
+    return f"{n_bytes / 2**30:.1f} GiB"
+
+
+def require_memory(what: str, n_bytes: int, fix: str, available: int | None = None) -> None:
+    """Refuse `what` when it needs more than USABLE of the available memory (`available`: of
+    another device, e.g. a GPU's free memory; default: this machine's)."""
+    have = available_bytes() if available is None else available
+    if n_bytes > USABLE * have:
+        raise LimitError(
+            f"{what} needs about {gib(n_bytes)}, more than the {gib(USABLE * have)} this machine "
+            f"can give it ({gib(have)} available); {fix}"
+        )
+
+
+def check_at_most(name: str, value: int, limit: int, fix: str = "") -> None:
+    if value > limit:
+        raise LimitError(
+            f"{name} {value:,} is above the limit of {limit:,}" + (f"; {fix}" if fix else "")
+        )
