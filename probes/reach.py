@@ -44,6 +44,9 @@ from dataclasses import dataclass
 import numpy as np
 
 REACH_LABELS = ("direct", "layered", "beyond")
+# A window this long stands for "the whole row": a transformer scored in one forward without a
+# sliding window of its own, or a recurrent state. Nothing in a row is beyond it; `unbounded`.
+UNBOUNDED = 2**40
 
 
 @dataclass(frozen=True)
@@ -126,14 +129,24 @@ class Horizon:
         r = [v[1] for v in vals]
         return (min(d), max(d)), (min(r), max(r))
 
+    @property
+    def unbounded(self) -> bool:
+        """Whether nothing in a row lies beyond the reach (see UNBOUNDED)."""
+        return self.ranges()[1][1] >= UNBOUNDED
+
     def to_dict(self) -> dict:
         (dmin, dmax), (rmin, rmax) = self.ranges()
+        if dmax >= UNBOUNDED:
+            dmin = dmax = None
+        if rmax >= UNBOUNDED:
+            rmin = rmax = None
         return {
             "direct_window": {"min": dmin, "max": dmax},
             "layered_reach": {"min": rmin, "max": rmax},
             "n_layer": self.n_layer,
             "window": self.window,
             **({"sliding_window": self.sliding_window} if self.sliding_window else {}),
+            **({"unbounded": True} if rmax is None else {}),
         }
 
 
@@ -185,6 +198,10 @@ def auto_bins(horizon: Horizon, lo: int = 8) -> list[tuple[int, int]]:
     (just beyond: past the layered reach every distance gives the same exact zero, and longer
     texts only cost time)."""
     (dmin, dmax), (rmin, rmax) = horizon.ranges()
+    if rmax >= UNBOUNDED:  # nothing is beyond: two bins within what a short text can hold
+        if dmax >= UNBOUNDED or dmax >= 16 * lo:
+            return [(lo, 4 * lo), (4 * lo + 1, 16 * lo)]
+        return [(2, max(2, dmax)), (dmax + 1, max(dmax + 1, 16 * lo))]
     bins: list[tuple[int, int]] = []
     if dmin >= 2 * lo:
         mid = round((lo * dmin) ** 0.5)

@@ -281,3 +281,29 @@ def test_cli_fact_swap_with_stream_on_a_saved_model_keeps_the_json_contract(dirs
     assert run["model"]["evaluator"] == "stream"
     assert run["model"]["extra"]["library"] == "transformers"
     assert run["options"]["evaluator"] == "stream"
+
+
+def test_full_without_a_sliding_window_reads_the_whole_row_so_nothing_is_beyond(dirs, tmp_path):
+    long = tiny_transformers(tmp_path / "llama-512", "llama", max_positions=512)
+    """`full` has an unbounded horizon (probes.reach.UNBOUNDED): auto bins stay within a short
+    text, every bin is direct and the beyond-reach check is not applicable."""
+    h = lm(dirs, "llama", "full").horizon(geo(0, 8))
+    assert h.unbounded and h.to_dict()["layered_reach"] == {"min": None, "max": None}
+    assert not lm(dirs, "mistral", "full").horizon(geo(0, 8)).unbounded  # its window binds
+    r = invoke(["run", "fact-swap", "--model", str(long), "--evaluator", "full",
+                "--quick", "--json", "--threads", "1", "--out", str(tmp_path / "out")])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["horizon"]["unbounded"] is True
+    assert {b["reach"] for b in doc["bins"]} == {"direct"}
+    assert doc["checks"]["beyond_reach_zero"]["status"] == "not applicable"
+
+
+@pytest.mark.slow
+def test_diagnose_runs_on_a_transformers_model(dirs, tmp_path):
+    r = invoke(["diagnose", "--model", str(dirs["llama"]), "--quick", "--json", "--threads", "1",
+                "--out", str(tmp_path)])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["passed"] is True
+    assert {"fact-swap", "cross-doc", "boundary"} <= {row["probe"] for row in doc["rows"]}

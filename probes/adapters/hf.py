@@ -55,7 +55,7 @@ import torch
 from probes.adapters.hf_dir import RECURRENT, read_config
 from probes.adapters.txl import DTYPES, AdapterError
 from probes.protocol import ModelInfo, TokenScores, check_inputs
-from probes.reach import Horizon, doc_starts
+from probes.reach import UNBOUNDED, Horizon, doc_starts
 from txl.geometry import Geometry
 
 EVALUATORS = ("full", "window", "stream", "sinks")
@@ -176,9 +176,7 @@ class HFModel:
     def horizon(self, geometry: Geometry) -> Horizon:
         sw = self.sliding_window
         if self.evaluator == "full":
-            return Horizon.of(
-                geometry, self.n_layer, window=self.max_positions or 2**31, sliding_window=sw
-            )
+            return Horizon.of(geometry, self.n_layer, window=UNBOUNDED, sliding_window=sw)
         if self.evaluator == "window":
             return Horizon.of(
                 geometry, self.n_layer, window=self.window(geometry), sliding_window=sw
