@@ -63,7 +63,7 @@ def tiny_transformers(
     n_layer: int = 2,
     hidden: int = 32,
     n_head: int = 4,
-    max_positions: int = 512,
+    max_positions: int = 1024,
     sliding_window: int = 24,
     seed: int = 0,
     init_std: float = 0.3,
