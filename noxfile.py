@@ -1,21 +1,26 @@
 """Every way the project is built, checked, measured and trained.
 
-`nox` (no arguments) runs the default sessions: lint, tests, parity — the README's test command,
-and what CI runs. Every session passes `session.posargs` through to its tool.
+`nox` (no arguments) runs the default sessions: lint, tests, parity, hf — the README's test
+command, and what CI runs. Pins: constraints.txt for everything, plus constraints-parity.txt
+(transformers 4.35.2: parity, bench) or constraints-hf.txt (transformers 5: hf). Every session passes `session.posargs` through to its tool.
 """
 
 from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "tests", "parity"]
+nox.options.sessions = ["lint", "tests", "parity", "hf"]
 nox.options.reuse_existing_virtualenvs = True
 
 CONSTRAINTS = ("-c", "constraints.txt")
+PARITY_CONSTRAINTS = ("-c", "constraints-parity.txt")
+HF_CONSTRAINTS = ("-c", "constraints-hf.txt")
 
 
-def _install(session: nox.Session, *extra: str) -> None:
-    session.install(*CONSTRAINTS, "-e", ".[test]", *extra)
+def _install(
+    session: nox.Session, *extra: str, constraints: tuple[str, ...] = CONSTRAINTS, extras="test"
+) -> None:
+    session.install(*constraints, "-e", f".[{extras}]", *extra)
 
 
 @nox.session
@@ -43,7 +48,7 @@ def nightly(session: nox.Session) -> None:
 @nox.session
 def parity(session: nox.Session) -> None:
     """Per-token log-probs and memories against HF's TransfoXL reference port."""
-    _install(session, "transformers==4.35.2")
+    _install(session, "transformers==4.35.2", constraints=PARITY_CONSTRAINTS)
     session.run(
         "pytest",
         "--hypothesis-profile=ci",
@@ -58,8 +63,26 @@ def parity(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Speed and memory figures, printed as tables (never asserted)."""
-    _install(session, "transformers==4.35.2")
+    _install(session, "transformers==4.35.2", constraints=PARITY_CONSTRAINTS)
     session.run("python", "-m", "benchmarks", *session.posargs)
+
+
+@nox.session
+def hf(session: nox.Session) -> None:
+    """The transformers adapter (probes.adapters.hf) with transformers 5 installed: its tests
+    on tiny random models built in the tests, and the import rules (the CLI stays free of
+    transformers and torch)."""
+    _install(session, constraints=HF_CONSTRAINTS, extras="test,hf")
+    session.run(
+        "pytest",
+        "--hypothesis-profile=ci",
+        "tests/test_adapters_hf.py",
+        "tests/test_probes_registry.py",
+        "tests/test_cli_version.py",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+    )
 
 
 @nox.session

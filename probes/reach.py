@@ -24,6 +24,11 @@ Both are clipped at the stream start and, under `reset`, at the start of the que
 Recompute (sliding-window) evaluator with window w: every scored token sees the w tokens before
 it and nothing else: direct(t) = reach(t) = w (clipped the same way).
 
+A model's own sliding attention window s (`sliding_window`, e.g. Mistral's; None: none) further
+limits every layer's query at r to keys at r − s + 1 or later:
+    direct(t) = min(direct(t), s);   r_{k+1} = max(r_{k+1}, r_k − s + 1)
+so a recompute window w gives direct(t) = min(w, s) and reach(t) = min(w, 1 + n·(s − 1)).
+
 A distance `d` of token `t` is "direct" if d ≤ direct(t), "layered" if direct(t) < d ≤ reach(t),
 and "beyond" otherwise. A bin's label is the most common label of its scored tokens (a tie goes
 to the farther label); `within_horizon` means the label is "direct".
@@ -41,11 +46,15 @@ import numpy as np
 from probes.limits import MAX_DISTANCE
 
 REACH_LABELS = ("direct", "layered", "beyond")
+# A window this long stands for "the whole row": a transformer scored in one forward without a
+# sliding window of its own, or a recurrent state. Nothing in a row is beyond it; `unbounded`.
+UNBOUNDED = 2**40
 
 
 @dataclass(frozen=True)
 class Horizon:
-    """What the evaluator lets a token see. `window` is the recompute window (None: cached)."""
+    """What the evaluator lets a token see. `window` is the recompute window (None: cached);
+    `sliding_window` the model's own attention window in every layer (None: none)."""
 
     tgt_len: int
     mem_len: int
@@ -53,9 +62,12 @@ class Horizon:
     same_length: bool = False
     reset: bool = True
     window: int | None = None
+    sliding_window: int | None = None
 
     @classmethod
-    def of(cls, geometry, n_layer: int, window: int | None = None) -> Horizon:
+    def of(
+        cls, geometry, n_layer: int, window: int | None = None, sliding_window: int | None = None
+    ) -> Horizon:
         return cls(
             tgt_len=geometry.tgt_len,
             mem_len=geometry.mem_len,
@@ -63,6 +75,7 @@ class Horizon:
             same_length=geometry.same_length,
             reset=geometry.reset,
             window=window,
+            sliding_window=sliding_window,
         )
 
     def _seg_start(self, r: int) -> int:
@@ -70,8 +83,11 @@ class Horizon:
 
     def unclipped(self, t: int) -> tuple[int, int]:
         """(direct, reach) of the token at position t, before any clipping."""
+        s = self.sliding_window
         if self.window is not None:
-            return self.window, self.window
+            if s is None:
+                return self.window, self.window
+            return min(self.window, s), min(self.window, 1 + self.n_layer * (s - 1))
         q = t - 1
         m = self.mem_len
         if self.same_length:
@@ -81,8 +97,8 @@ class Horizon:
         for _ in range(self.n_layer):
             if r <= 0:  # nothing exists before position 0
                 break
-            r = self._seg_start(r) - m
-        return direct, t - r
+            r = self._seg_start(r) - m if s is None else max(self._seg_start(r) - m, r - s + 1)
+        return (direct if s is None else min(direct, s)), t - r
 
     def token(self, t: int, doc_start: int = 0) -> tuple[int, int]:
         """(direct, reach) of the token at t whose query's document starts at doc_start."""
@@ -107,20 +123,32 @@ class Horizon:
         """((min, max) direct, (min, max) reach) over every offset in a segment, deep in a stream
         (no clipping): the span a distance bin should stay inside to have one label."""
         if self.window is not None:
-            return (self.window, self.window), (self.window, self.window)
+            d, r = self.unclipped(self.window + 1)
+            return (d, d), (r, r)
         base = self.tgt_len * (self.n_layer + 2) * max(1, self.mem_len // self.tgt_len + 2)
         vals = [self.unclipped(base + o + 1) for o in range(self.tgt_len)]
         d = [v[0] for v in vals]
         r = [v[1] for v in vals]
         return (min(d), max(d)), (min(r), max(r))
 
+    @property
+    def unbounded(self) -> bool:
+        """Whether nothing in a row lies beyond the reach (see UNBOUNDED)."""
+        return self.ranges()[1][1] >= UNBOUNDED
+
     def to_dict(self) -> dict:
         (dmin, dmax), (rmin, rmax) = self.ranges()
+        if dmax >= UNBOUNDED:
+            dmin = dmax = None
+        if rmax >= UNBOUNDED:
+            rmin = rmax = None
         return {
             "direct_window": {"min": dmin, "max": dmax},
             "layered_reach": {"min": rmin, "max": rmax},
             "n_layer": self.n_layer,
             "window": self.window,
+            **({"sliding_window": self.sliding_window} if self.sliding_window else {}),
+            **({"unbounded": True} if rmax is None else {}),
         }
 
 
@@ -172,6 +200,10 @@ def auto_bins(horizon: Horizon, lo: int = 8) -> list[tuple[int, int]]:
     (just beyond: past the layered reach every distance gives the same exact zero, and longer
     texts only cost time)."""
     (dmin, dmax), (rmin, rmax) = horizon.ranges()
+    if rmax >= UNBOUNDED:  # nothing is beyond: two bins within what a short text can hold
+        if dmax >= UNBOUNDED or dmax >= 16 * lo:
+            return [(lo, 4 * lo), (4 * lo + 1, 16 * lo)]
+        return [(2, max(2, dmax)), (dmax + 1, max(dmax + 1, 16 * lo))]
     bins: list[tuple[int, int]] = []
     if dmin >= 2 * lo:
         mid = round((lo * dmin) ** 0.5)

@@ -51,3 +51,65 @@ def tiny_checkpoint(
         path, model, tokenizer=lang.to_json(), training={"note": "untrained, for tests"}
     )
     return Path(path)
+
+
+TRANSFORMERS_FAMILIES = ("gpt2", "llama", "mistral")
+
+
+def tiny_transformers(
+    path: str | Path,
+    family: str = "llama",
+    *,
+    n_layer: int = 2,
+    hidden: int = 32,
+    n_head: int = 4,
+    max_positions: int = 1024,
+    sliding_window: int = 24,
+    seed: int = 0,
+    init_std: float = 0.3,
+    vocab_size: int | None = None,
+) -> Path:
+    """Save a randomly initialised transformers causal LM (needs the `hf` extra) that reads the
+    synth language's ids (vocab = Language.default()'s size unless given) with save_pretrained
+    (safetensors): `gpt2` (learned absolute positions, n_positions = max_positions), `llama`
+    (rotary, grouped KV heads) or `mistral` (rotary with `sliding_window`). Nothing is
+    downloaded. From a shell:
+
+        python -c "from probes.testing import tiny_transformers as t; t('runs/tiny-llama', 'llama')"
+    """
+    import torch
+    import transformers as tf
+
+    from synth.language import Language
+
+    vocab = vocab_size or Language.default().vocab.size
+    common = dict(vocab_size=vocab, initializer_range=init_std)
+    if family == "gpt2":
+        config = tf.GPT2Config(
+            n_embd=hidden, n_layer=n_layer, n_head=n_head, n_positions=max_positions, **common
+        )
+        cls = tf.GPT2LMHeadModel
+    elif family in ("llama", "mistral"):
+        kw = dict(
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=n_layer,
+            num_attention_heads=n_head,
+            num_key_value_heads=max(1, n_head // 2),
+            max_position_embeddings=max_positions,
+            **common,
+        )
+        if family == "mistral":
+            config, cls = (
+                tf.MistralConfig(sliding_window=sliding_window, **kw),
+                tf.MistralForCausalLM,
+            )
+        else:
+            config, cls = tf.LlamaConfig(**kw), tf.LlamaForCausalLM
+    else:
+        raise ValueError(f"family {family!r}: use one of {', '.join(TRANSFORMERS_FAMILIES)}")
+    torch.manual_seed(seed)
+    model = cls(config).eval()
+    path = Path(path)
+    model.save_pretrained(path)
+    return path

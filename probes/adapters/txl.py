@@ -276,7 +276,10 @@ def load(
     from txl.checkpoint import CheckpointError, load_checkpoint
 
     if evaluator not in EVALUATORS:
-        raise AdapterError(f"--evaluator {evaluator!r}: use cached or recompute")
+        raise AdapterError(
+            f"--evaluator {evaluator!r} does not fit the Transformer-XL checkpoint "
+            f"{str(path)!r}; use cached or recompute"
+        )
     if dtype not in DTYPES:
         raise AdapterError(f"--dtype {dtype!r}: use {', '.join(DTYPES)}")
     p = Path(path)

@@ -131,6 +131,8 @@ CHECK_TAIL = 8  # filler tokens scored past the edit's layered reach (`check_tai
 def check_tail(ctx: RunContext) -> tuple[int, int]:
     """(tail, n): a text ending in `tail` filler tokens after its query has its last n beyond the
     layered reach of anything before the query — tokens a beyond-reach zero check can check."""
+    if ctx.horizon.unbounded:  # nothing lies beyond: the check is not applicable
+        return 2, 0
     (_, _), (_, reach) = ctx.horizon.ranges()
     return reach + CHECK_TAIL + 1, CHECK_TAIL
 

@@ -40,7 +40,7 @@ from probes.engine import checks, summary
 from probes.engine.rows import Rows, first_difference, score_batches
 from probes.framework.probe import Outcome, Probe, RunContext
 from probes.protocol import score_rows, tolerance
-from probes.reach import REACH_LABELS, classify, doc_starts
+from probes.reach import REACH_LABELS, UNBOUNDED, classify, doc_starts
 from probes.stats import effect_word, verdict_counts
 
 # Tokens before the first difference compared by `identical_prefix`: free for a streaming model
@@ -328,6 +328,9 @@ class PairedProbe(Probe):
         (dmin, dmax), (rmin, rmax) = hz.ranges()
         direct = {"min": dmin, "max": dmax, "mean": (dmin + dmax) / 2}
         reach = {"min": rmin, "max": rmax, "mean": (rmin + rmax) / 2}
+        if hz.unbounded:  # nothing to mark: the whole row is read (probes.reach.UNBOUNDED)
+            reach = None
+            direct = direct if dmax < UNBOUNDED else None
         g = ctx.geometry
         title = (
             f"{self.name} · {ctx.model.info.id} · mem {g.mem_len} tgt {g.tgt_len} "

@@ -80,7 +80,17 @@ def is_loss_model(model: Any) -> bool:
 
 def model_source(model: str | os.PathLike, option: str = "--model") -> Any:
     """One `--model`: `planted:FIELD=V,…` (a planted LossModel, probes.adapters.planted: known
-    effects, no torch), else a checkpoint directory or a shipped model's name."""
+    effects, no torch), `hf:DIR` (a transformers model directory, checked here), else a
+    checkpoint directory, a transformers model directory or a shipped model's name."""
+    if str(model).startswith("hf:"):
+        from probes.adapters.hf_dir import ModelDirError, read_config
+
+        path = Path(str(model)[3:]).expanduser()
+        try:
+            read_config(path)
+        except ModelDirError as e:
+            raise ProbeInputError(str(e).replace("--model", option, 1)) from None
+        return path
     if str(model).startswith("planted:"):
         from probes.adapters.planted import PlantedModel
 
@@ -179,20 +189,45 @@ class ModelCache:
     def __init__(self) -> None:
         self._loaded: dict[tuple, Any] = {}
 
-    def get(self, source: Any, *, evaluator: str, device: str, dtype: str, log=None) -> Any:
+    def get(
+        self,
+        source: Any,
+        *,
+        evaluator: str | None,
+        device: str,
+        dtype: str,
+        sinks: int | None = None,
+        log=None,
+    ) -> Any:
         """The LossModel of `source` (a LossModel object is its own); `log(message)` hears of
-        a checkpoint being loaded."""
+        a checkpoint being loaded. A transformers model directory goes to probes.adapters.hf,
+        anything else to probes.adapters.txl; `evaluator` None is the adapter's default."""
         if not isinstance(source, Path):
             return source  # a LossModel object
-        key = (str(source.resolve()), evaluator, device, dtype)
+        key = (str(source.resolve()), evaluator, device, dtype, sinks)
         if key not in self._loaded:
             from probes.adapters import txl as adapters
+            from probes.adapters.hf_dir import is_transformers_dir
 
             if log is not None:
                 log(f"loading {source} …")
 
             try:
-                lm = adapters.load(source, evaluator=evaluator, device=device, dtype=dtype)
+                if is_transformers_dir(source):
+                    from probes.adapters import hf
+
+                    lm = hf.load(
+                        source, evaluator=evaluator, device=device, dtype=dtype, sinks=sinks
+                    )
+                elif sinks is not None:
+                    raise adapters.AdapterError(
+                        f"--sinks applies to a transformers model's --evaluator sinks, not to "
+                        f"the Transformer-XL checkpoint {str(source)!r}"
+                    )
+                else:
+                    lm = adapters.load(
+                        source, evaluator=evaluator or "cached", device=device, dtype=dtype
+                    )
             except adapters.AdapterError as e:
                 raise ProbeInputError(str(e)) from None
             name = shipped_name(source)

@@ -36,7 +36,8 @@ class RunOptions:
     model: Any = param(
         None,
         metavar="DIR",
-        help="Checkpoint directory, or a shipped model name (default, default-mem0). "
+        help="Checkpoint directory, a shipped model name (default, default-mem0), or a "
+        "transformers model directory (or hf:DIR; needs pip install -e .[hf]). "
         "[default: default]",
     )
     mem: int | None = param(
@@ -67,11 +68,19 @@ class RunOptions:
     device: Literal["auto", "cpu", "cuda"] = param(
         "auto", show_default=True, help="Where the model runs."
     )
-    evaluator: Literal["cached", "recompute"] = param(
-        "cached",
-        show_default=True,
-        help="cached: streaming with memory; recompute: a fresh window of mem+tgt tokens per "
-        "scored token.",
+    evaluator: Literal["cached", "recompute", "full", "window", "stream", "sinks"] | None = param(
+        None,
+        help="Transformer-XL: cached (streaming with memory) or recompute (a fresh window of "
+        "mem+tgt tokens per scored token); a transformers model: full (one forward per row), "
+        "window (a fresh window of mem+tgt), stream (segments of tgt_len, KV cache cut to mem) "
+        "or sinks (stream + the first --sinks tokens). [default: cached; stream for a "
+        "transformers model]",
+    )
+    sinks: int | None = param(
+        None,
+        min=0,
+        metavar="K",
+        help="First tokens kept in the cache by --evaluator sinks. [default: 4]",
     )
     dtype: Literal["float32", "float64", "bfloat16"] = param(
         "float32", show_default=True, help="Evaluation precision (recorded)."

@@ -108,7 +108,14 @@ def prepare(
         except adapters.AdapterError as e:
             raise ProbeInputError(str(e)) from None
     loaded = [
-        models.get(s, evaluator=opts.evaluator, device=dev, dtype=opts.dtype, log=progress.log)
+        models.get(
+            s,
+            evaluator=opts.evaluator,
+            device=dev,
+            dtype=opts.dtype,
+            sinks=opts.sinks,
+            log=progress.log,
+        )
         for s in sources
     ]
     lm = loaded[0]
@@ -122,6 +129,10 @@ def prepare(
 
     try:
         geometry = geometry_of(lm, **opts.geometry_overrides())
+        for m in loaded:  # an adapter's own limits (probes.adapters.hf: no clamp_len, …)
+            own = getattr(m, "check_geometry", None)
+            if own is not None:
+                own(geometry)
     except ValueError as e:
         raise ProbeInputError(f"bad evaluation geometry: {e}") from None
     check_row_memory(loaded, geometry)

@@ -112,6 +112,8 @@ class CrossDoc(Probe):
         # filler after B's query, so that B's last CHECK_TAIL tokens lie beyond A's layered reach
         # (the beyond_reach_zero check has tokens to check)
         self.check_tail = (reach + CHECK_TAIL + 1, CHECK_TAIL)
+        if self.carry_horizon.unbounded:  # nothing lies beyond (probes.reach.UNBOUNDED)
+            self.check_tail = (2, 0)
         self.tail_rng = ctx.rng(self.name, "tail")
         # B's first answer token after its <eod>: its lead, its fact with a one-token value, then
         # b_distance

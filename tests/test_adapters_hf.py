@@ -1,0 +1,309 @@
+"""probes.adapters.hf on tiny random transformers models built here from configs (GPT-2-style:
+learned absolute positions; Llama-style: rotary; Mistral-style: rotary + sliding_window), saved
+with save_pretrained and loaded offline. Each property is named after the invariant it proves.
+Skipped without the `hf` extra (transformers >= 5): `nox -s hf` runs it."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+transformers = pytest.importorskip("transformers")
+
+from click.testing import CliRunner  # noqa: E402
+
+from probes.adapters import hf  # noqa: E402
+from probes.adapters.txl import AdapterError  # noqa: E402
+from probes.cli.main import cli  # noqa: E402
+from probes.testing import TRANSFORMERS_FAMILIES, tiny_checkpoint, tiny_transformers  # noqa: E402
+from synth.language import Language  # noqa: E402
+from txl.geometry import Geometry  # noqa: E402
+
+V = Language.default().vocab.size
+SW = 12  # the Mistral-style model's sliding window
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf")
+    return {
+        f: tiny_transformers(root / f, f, max_positions=128, sliding_window=SW)
+        for f in TRANSFORMERS_FAMILIES
+    }
+
+
+_loaded: dict = {}
+
+
+def lm(dirs, family, evaluator, sinks=None):
+    key = (family, evaluator, sinks)
+    if key not in _loaded:
+        _loaded[key] = hf.load(dirs[family], evaluator=evaluator, sinks=sinks)
+    return _loaded[key]
+
+
+def rows(n=48, b=2, boundary=None, seed=0):
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, V, (b, n))
+    docs = np.zeros((b, n), dtype=np.int64)
+    if boundary is not None:
+        docs[:, boundary:] = 1
+    scored = np.ones((b, n), dtype=bool)
+    scored[:, 0] = False
+    return tokens, docs, scored
+
+
+def geo(mem, tgt, reset=True):
+    return Geometry(tgt_len=tgt, mem_len=mem, clamp_len=None, reset=reset)
+
+
+@pytest.mark.parametrize("family", TRANSFORMERS_FAMILIES)
+def test_full_equals_the_models_own_forward_on_one_document(dirs, family):
+    """The explicit mask and positions reproduce the model's own (causal, sliding) attention."""
+    import torch
+
+    m = lm(dirs, family, "full")
+    tokens, docs, scored = rows(n=40, b=1)
+    ours = m.score(tokens, docs, scored, geo(0, 8)).nll[0, 1:]
+    with torch.inference_mode():
+        logits = m.model(input_ids=torch.from_numpy(tokens)).logits.float()
+    logp = torch.log_softmax(logits[0, :-1], -1)
+    theirs = -logp.gather(-1, torch.from_numpy(tokens[0, 1:])[:, None])[:, 0].numpy()
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", TRANSFORMERS_FAMILIES)
+@pytest.mark.parametrize("reset", [True, False])
+def test_window_with_W_at_least_the_row_equals_full(dirs, family, reset):
+    tokens, docs, scored = rows(n=40, boundary=17)
+    g = geo(40, 8, reset)
+    full = lm(dirs, family, "full").score(tokens, docs, scored, g)
+    win = lm(dirs, family, "window").score_window(tokens, docs, scored, 40, g)
+    np.testing.assert_allclose(win.nll[:, 1:], full.nll[:, 1:], atol=1e-5)
+    assert (win.correct == full.correct).all()
+
+
+@pytest.mark.parametrize("family", TRANSFORMERS_FAMILIES)
+@pytest.mark.parametrize("tgt", [1, 5, 16])
+@pytest.mark.parametrize("reset", [True, False])
+def test_stream_with_mem_covering_everything_before_equals_full(dirs, family, tgt, reset):
+    tokens, docs, scored = rows(n=40, boundary=23)
+    g = geo(40, tgt, reset)
+    full = lm(dirs, family, "full").score(tokens, docs, scored, g)
+    for evaluator in ("stream", "sinks"):
+        out = lm(dirs, family, evaluator).score(tokens, docs, scored, g)
+        np.testing.assert_allclose(out.nll[:, 1:], full.nll[:, 1:], atol=1e-5)
+
+
+@pytest.mark.parametrize("family", TRANSFORMERS_FAMILIES)
+@pytest.mark.parametrize("evaluator", hf.EVALUATORS)
+def test_under_reset_Bs_nll_is_independent_of_As_content(dirs, family, evaluator):
+    """A varies in content at fixed length (docs/design.md, *Memory, reset and geometry*); with
+    positions restarting at the boundary this holds for learned absolute positions too."""
+    b = 21
+    tokens, docs, scored = rows(n=44, b=1, boundary=b)
+    other = tokens.copy()
+    other[0, 1:b] = np.random.default_rng(9).integers(0, V, b - 1)
+    g = geo(12, 5)
+    m = lm(dirs, family, evaluator)
+    x = m.score(np.concatenate([tokens, other]), np.repeat(docs, 2, 0), np.repeat(scored, 2, 0), g)
+    # B's first content token is predicted from its <eod> (position b): targets b + 1 …
+    assert np.array_equal(x.nll[0, b + 1 :], x.nll[1, b + 1 :])
+    assert not np.array_equal(x.nll[0, 2:b], x.nll[1, 2:b])  # A itself did change
+
+
+@pytest.mark.parametrize("family", TRANSFORMERS_FAMILIES)
+@pytest.mark.parametrize("evaluator", hf.EVALUATORS)
+def test_an_identical_pair_gives_delta_zero_exactly(dirs, family, evaluator):
+    tokens, docs, scored = rows(n=36, b=1, boundary=15)
+    m = lm(dirs, family, evaluator)
+    for reset in (True, False):
+        x = m.score(np.repeat(tokens, 3, 0), np.repeat(docs, 3, 0), np.repeat(scored, 3, 0),
+                    geo(8, 6, reset))  # fmt: skip
+        assert np.array_equal(x.nll[0], x.nll[1], equal_nan=True)
+        assert np.array_equal(x.nll[0], x.nll[2], equal_nan=True)
+
+
+CASES = [  # (family, evaluator, mem, tgt, scored position)
+    ("llama", "stream", 10, 6, 60),
+    ("gpt2", "stream", 7, 4, 50),
+    ("mistral", "stream", 16, 8, 70),  # the model's window (12) binds inside the cache's
+    ("llama", "sinks", 10, 6, 60),
+    ("llama", "window", 13, 4, 60),
+    ("gpt2", "window", 9, 3, 40),
+    ("mistral", "window", 30, 4, 70),  # reach 1 + 2·(12 − 1) = 23 < W = 34
+    ("mistral", "full", 0, 8, 70),
+]
+
+
+@pytest.mark.parametrize(("family", "evaluator", "mem", "tgt", "t"), CASES)
+def test_the_horizon_is_exact(dirs, family, evaluator, mem, tgt, t):
+    """A token at distance = reach changes the scored token's NLL; one at reach + 1 does not
+    (exactly); and the reported direct window is the last distance the last layer reads."""
+    m = lm(dirs, family, evaluator)
+    g = geo(mem, tgt, reset=False)
+    h = m.horizon(g)
+    direct, reach = h.token(t)
+    assert reach < t - hf.DEFAULT_SINKS  # perturbations stay clear of the row start and sinks
+    tokens, docs, _ = rows(n=t + 1, b=1, seed=3)
+    scored = np.zeros_like(docs, dtype=bool)
+    scored[0, t] = True
+    variants = [tokens]
+    for d in (reach, reach + 1):
+        v = tokens.copy()
+        v[0, t - d] = (v[0, t - d] + 1) % V
+        variants.append(v)
+    x = m.score(np.concatenate(variants), np.repeat(docs, 3, 0), np.repeat(scored, 3, 0), g)
+    assert x.nll[0, t] != x.nll[1, t], "the token at distance = reach must be seen"
+    assert x.nll[0, t] == x.nll[2, t], "the token at distance reach + 1 must not be seen"
+    assert direct <= reach
+
+
+def test_sinks_are_seen_at_any_distance_and_stream_forgets_them(dirs):
+    tokens, docs, _ = rows(n=61, b=1, seed=4)
+    scored = np.zeros_like(docs, dtype=bool)
+    scored[0, 60] = True
+    v = tokens.copy()
+    v[0, 2] = (v[0, 2] + 1) % V  # inside the first 4 tokens, far beyond the stream's reach
+    g = geo(10, 6, reset=False)
+    both = (np.concatenate([tokens, v]), np.repeat(docs, 2, 0), np.repeat(scored, 2, 0), g)
+    sinks = lm(dirs, "llama", "sinks").score(*both)
+    stream = lm(dirs, "llama", "stream").score(*both)
+    assert sinks.nll[0, 60] != sinks.nll[1, 60]
+    assert stream.nll[0, 60] == stream.nll[1, 60]
+    assert lm(dirs, "llama", "sinks").info.extra["sinks"] == hf.DEFAULT_SINKS
+
+
+def test_a_sliding_window_model_reports_its_window_in_the_horizon(dirs):
+    h = lm(dirs, "mistral", "stream").horizon(geo(64, 8))
+    assert h.to_dict()["sliding_window"] == SW
+    assert h.to_dict()["direct_window"] == {"min": SW, "max": SW}
+    assert lm(dirs, "mistral", "full").info.extra["sliding_window"] == SW
+
+
+def test_rows_beyond_the_models_positions_are_refused_naming_the_limit(dirs):
+    tokens, docs, scored = rows(n=140, b=1)
+    for family, evaluator in (("llama", "full"), ("gpt2", "full"), ("gpt2", "stream")):
+        with pytest.raises(AdapterError, match="128 positions"):
+            lm(dirs, family, evaluator).score(tokens, docs, scored, geo(16, 8, reset=False))
+    # rotary positions continue past the table in stream (scores depend on distance only)
+    out = lm(dirs, "llama", "stream").score(tokens, docs, scored, geo(16, 8, reset=False))
+    assert np.isfinite(out.nll[0, 1:]).all()
+
+
+def test_a_directory_that_is_not_a_usable_model_is_refused_naming_the_path(dirs, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(AdapterError, match=r"has no config\.json") as e:
+        hf.load(empty)
+    assert str(empty) in str(e.value)
+    no_type = tmp_path / "no-type"
+    no_type.mkdir()
+    (no_type / "config.json").write_text("{}")
+    with pytest.raises(AdapterError, match="no model_type"):
+        hf.load(no_type)
+    no_weights = tmp_path / "no-weights"
+    no_weights.mkdir()
+    (no_weights / "config.json").write_text((Path(dirs["llama"]) / "config.json").read_text())
+    with pytest.raises(AdapterError, match="no safetensors weights"):
+        hf.load(no_weights)
+    with pytest.raises(AdapterError, match="does not fit a transformers model"):
+        hf.load(dirs["llama"], evaluator="cached")
+
+
+def invoke(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def small_vocab(tmp_path_factory):
+    return tiny_transformers(tmp_path_factory.mktemp("v") / "small", "llama", vocab_size=V - 10)
+
+
+@pytest.fixture(scope="module")
+def txl_model(tmp_path_factory):
+    return tiny_checkpoint(tmp_path_factory.mktemp("t") / "txl")
+
+
+@pytest.mark.parametrize(
+    ("case", "needle"),
+    [
+        ("cached on transformers", "does not fit a transformers model"),
+        ("stream on Transformer-XL", "does not fit the Transformer-XL checkpoint"),
+        ("small vocabulary", "is smaller than the language's"),
+        ("hf: missing", "has no config.json"),
+        ("clamp-len", "--clamp-len is a Transformer-XL option"),
+        ("sinks without sinks", "--sinks applies to --evaluator sinks only"),
+    ],
+)
+def test_a_model_that_does_not_fit_is_one_line_exit_2(
+    dirs, small_vocab, txl_model, tmp_path, case, needle
+):
+    llama = str(dirs["llama"])
+    args = {
+        "cached on transformers": ["--model", llama, "--evaluator", "cached"],
+        "stream on Transformer-XL": ["--model", str(txl_model), "--evaluator", "stream"],
+        "small vocabulary": ["--model", str(small_vocab)],
+        "hf: missing": ["--model", f"hf:{tmp_path}"],
+        "clamp-len": ["--model", llama, "--clamp-len", "8"],
+        "sinks without sinks": ["--model", llama, "--evaluator", "stream", "--sinks", "2"],
+    }[case]
+    out = tmp_path / "out"
+    r = invoke(["run", "fact-swap", *args, "--out", str(out), "--quick", "--quiet"])
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], lines
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("spec", ["dir", "hf:"])
+def test_cli_fact_swap_with_stream_on_a_saved_model_keeps_the_json_contract(dirs, tmp_path, spec):
+    model = str(dirs["llama"]) if spec == "dir" else f"hf:{dirs['mistral']}"
+    r = invoke(["run", "fact-swap", "--model", model, "--evaluator", "stream", "--mem", "64",
+                "--quick", "--json", "--threads", "1", "--out", str(tmp_path)])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr == ""
+    doc = json.loads(r.stdout)
+    assert doc["probe"] == "fact-swap" and isinstance(doc["version"], int)
+    assert {"id", "path", "sha256"} <= set(doc["model"]) and len(doc["model"]["sha256"]) == 64
+    assert doc["evaluator"] == "stream"
+    assert doc["geometry"]["mem_len"] == 64 and doc["geometry"]["clamp_len"] is None
+    assert {"direct_window", "layered_reach", "n_layer"} <= set(doc["horizon"])
+    assert doc["n_pairs"] > 0
+    assert {"delta_mean", "delta_ci95", "p_value", "accuracy"} <= set(doc["metrics"])
+    for b in doc["bins"]:
+        assert {"distance_lo", "distance_hi", "n", "delta_mean", "ci95", "p_value", "reach",
+                "within_horizon"} <= set(b)  # fmt: skip
+    assert doc["passed"] is True, doc["checks"]
+    assert doc["checks"]["beyond_reach_zero"]["status"] == "passed"
+    run = json.loads((Path(doc["run_dir"]) / "run.json").read_text())
+    assert run["model"]["evaluator"] == "stream"
+    assert run["model"]["extra"]["library"] == "transformers"
+    assert run["options"]["evaluator"] == "stream"
+
+
+def test_full_without_a_sliding_window_reads_the_whole_row_so_nothing_is_beyond(dirs, tmp_path):
+    long = tiny_transformers(tmp_path / "llama-512", "llama", max_positions=512)
+    """`full` has an unbounded horizon (probes.reach.UNBOUNDED): auto bins stay within a short
+    text, every bin is direct and the beyond-reach check is not applicable."""
+    h = lm(dirs, "llama", "full").horizon(geo(0, 8))
+    assert h.unbounded and h.to_dict()["layered_reach"] == {"min": None, "max": None}
+    assert not lm(dirs, "mistral", "full").horizon(geo(0, 8)).unbounded  # its window binds
+    r = invoke(["run", "fact-swap", "--model", str(long), "--evaluator", "full",
+                "--quick", "--json", "--threads", "1", "--out", str(tmp_path / "out")])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["horizon"]["unbounded"] is True
+    assert {b["reach"] for b in doc["bins"]} == {"direct"}
+    assert doc["checks"]["beyond_reach_zero"]["status"] == "not applicable"
+
+
+@pytest.mark.slow
+def test_diagnose_runs_on_a_transformers_model(dirs, tmp_path):
+    r = invoke(["diagnose", "--model", str(dirs["llama"]), "--quick", "--json", "--threads", "1",
+                "--out", str(tmp_path)])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["passed"] is True
+    assert {"fact-swap", "cross-doc", "boundary"} <= {row["probe"] for row in doc["rows"]}
