@@ -82,6 +82,7 @@ def hf(session: nox.Session) -> None:
         "-p",
         "no:cacheprovider",
         *session.posargs,
+        env={"TXL_REQUIRE_HF": "1"},
     )
 
 
