@@ -142,3 +142,29 @@ def test_a_checkpoint_the_disk_cannot_hold_is_not_tried_and_the_last_good_one_is
     monkeypatch.setattr(shutil, "disk_usage", real)
     result = run(out, steps=4, checkpoint_every=2, keep_checkpoints=1, resume=True)
     assert result.step == 4
+
+
+def test_a_checkpoint_write_the_disk_refuses_stops_in_one_line_and_keeps_the_last(
+    tmp_path, monkeypatch
+):
+    import errno
+
+    import txl.train
+
+    real = txl.train.save_train_state
+    calls = []
+
+    def full_on_the_second(path, **kwargs):
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(txl.train, "save_train_state", full_on_the_second)
+    out = tmp_path / "r"
+    with pytest.raises(RunDirError) as e:
+        run(out, steps=4, checkpoint_every=2, keep_checkpoints=1)
+    msg = str(e.value)
+    assert "\n" not in msg and "cannot write the checkpoint" in msg and "step_00000004" in msg
+    assert "No space left on device" in msg and "step_00000002 is kept" in msg
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["step_00000002"]

@@ -173,10 +173,9 @@ class _Run:
     def counters(self) -> Counters:
         return Counters(self.step, self.tokens_seen, self.elapsed_s)
 
-    def check_space(self, path: Path) -> None:
-        """Stop (RunDirError, one line) before writing a checkpoint the disk cannot hold: the old
-        ones are removed only after the new one is in place, so a write that fails for space
-        must not be tried. A checkpoint is estimated as large as the newest one on disk (before
+    def space_short(self, path: Path) -> str | None:
+        """Why a checkpoint must not be written (one line), or None: the old ones are removed
+        only after the new one is in place, so a write that fails for space must not be tried. A checkpoint is estimated as large as the newest one on disk (before
         the first: weights plus two AdamW moments, in float32)."""
         import shutil
 
@@ -185,20 +184,41 @@ class _Run:
         need = int(need * 1.1) + (1 << 20)
         root = path.parent if path.parent.exists() else self.out
         free = shutil.disk_usage(root).free
-        if free < need:
-            kept = f"the last checkpoint {newest[0]} is kept" if newest else "no checkpoint yet"
-            raise RunDirError(
-                f"not enough free space in {root} for the checkpoint of step {self.step}: need "
-                f"~{need / 2**20:.1f} MiB, {free / 2**20:.1f} MiB free; free some space and "
-                f"continue with --resume ({kept})"
-            )
+        if free >= need:
+            return None
+        kept = f"the last checkpoint {newest[0]} is kept" if newest else "no checkpoint yet"
+        return (
+            f"not enough free space in {root} for the checkpoint of step {self.step}: need "
+            f"~{need / 2**20:.1f} MiB, {free / 2**20:.1f} MiB free; free some space and "
+            f"continue with --resume ({kept})"
+        )
 
     def save(self) -> Path:
         """A resumable checkpoint of this step (every rank calls it); older ones beyond
         keep_checkpoints are deleted, only once it is in place."""
         path = checkpoint_path(self.out, self.step)
+        short = self.space_short(path) if self.ctx.is_main else None
+        if distributed.any_rank(short is not None, self.device):  # every rank stops together
+            raise RunDirError(short or "rank 0 found no free space for a checkpoint; stopped")
+        try:
+            self._write_checkpoint(path)
+        except OSError as e:  # the disk refused it (full, read-only): the old ones are intact
+            kept = (
+                f"the last checkpoint {self.last_checkpoint} is kept"
+                if self.last_checkpoint
+                else "no checkpoint yet"
+            )
+            raise RunDirError(
+                f"cannot write the checkpoint {path}: {e.strerror or e}; free some space and "
+                f"continue with --resume ({kept})"
+            ) from e
         if self.ctx.is_main:
-            self.check_space(path)
+            prune_checkpoints(self.out, self.config.keep_checkpoints)
+        distributed.barrier()
+        self.last_checkpoint = path
+        return path
+
+    def _write_checkpoint(self, path: Path) -> None:
         save_train_state(
             path,
             model=self.model,
@@ -211,11 +231,6 @@ class _Run:
             tokenizer=self.tokenizer,
             training=self.training_record(),
         )
-        if self.ctx.is_main:
-            prune_checkpoints(self.out, self.config.keep_checkpoints)
-        distributed.barrier()
-        self.last_checkpoint = path
-        return path
 
     def save_model(self) -> Path:
         """The final model: weights, config, tokenizer, metrics.jsonl and COMMAND."""

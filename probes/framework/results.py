@@ -118,8 +118,8 @@ class RunDir:
             yield
         except OSError as e:
             raise RunWriteError(
-                f"cannot write {self.path / name}: {e.strerror or e}; the run stopped "
-                "(status 'error' in its run.json)"
+                f"cannot write {self.path / name}: {e.strerror or e}; the run stopped (make "
+                "room, or give another --out, and run it again)"
             ) from e
 
     def write_json(self, name: str, obj: Any) -> None:
@@ -258,9 +258,12 @@ def load_run(path: Path) -> tuple[dict, dict | None]:
             f"this version reads {SCHEMA_VERSION}"
         )
     check_shape(path / "run.json", run, RUN_SHAPE)
-    if summary is not None:
-        diagnose = isinstance(summary, dict) and summary.get("command") == "diagnose"
-        check_shape(path / "summary.json", summary, DIAGNOSE_SHAPE if diagnose else SUMMARY_SHAPE)
+    if summary is not None:  # its shape is the one of the run that run.json names
+        diagnose = run.get("command") == "diagnose" or (
+            isinstance(summary, dict) and summary.get("command") == "diagnose"
+        )
+        shape = DIAGNOSE_SHAPE if diagnose else SUMMARY_SHAPE if "probe" in run else {}
+        check_shape(path / "summary.json", summary, shape)
     return run, summary
 
 
