@@ -233,14 +233,18 @@ def test_output_dir_holding_another_run_is_refused(tmp_path):
         run(tmp_path / "other", steps=1)
 
 
-def test_resume_with_nothing_to_resume_is_refused(tmp_path):
+def test_resume_with_nothing_to_resume_is_refused_and_without_a_checkpoint_starts_over(tmp_path):
     with pytest.raises(RunDirError, match="nothing to resume"):
         run(tmp_path / "none", steps=1, resume=True)
     run(tmp_path / "r", steps=2, checkpoint_every=0)  # the final step saves one anyway
     (tmp_path / "r2").mkdir()
     (tmp_path / "r2" / "run.json").write_text((tmp_path / "r" / "run.json").read_text())
-    with pytest.raises(RunDirError, match="no complete checkpoint"):
-        run(tmp_path / "r2", steps=2, resume=True)
+    with pytest.raises(
+        RunDirError, match="no complete checkpoint yet; start it over with --resume"
+    ):
+        run(tmp_path / "r2", steps=2)
+    result, _ = run(tmp_path / "r2", steps=2, resume=True)  # nothing checkpointed: starts over
+    assert result.step == 2
 
 
 def test_resume_with_another_config_is_refused_but_runtime_keys_may_change(tmp_path):

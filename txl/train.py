@@ -57,8 +57,14 @@ from txl.progress import TrainProgress, eval_line
 from txl.rng import isolated_rng
 from txl.run_dir import (
     MODEL_DIR,
+    TRAINER,
+    DirLock,
+    RunDirError,
     check_run_dir,
+    checkpoint_bytes,
     checkpoint_path,
+    clean_partial_writes,
+    complete_checkpoints,
     drop_checkpoints_after,
     load_run_config,
     prune_checkpoints,
@@ -167,10 +173,52 @@ class _Run:
     def counters(self) -> Counters:
         return Counters(self.step, self.tokens_seen, self.elapsed_s)
 
+    def space_short(self, path: Path) -> str | None:
+        """Why a checkpoint must not be written (one line), or None: the old ones are removed
+        only after the new one is in place, so a write that fails for space must not be tried. A checkpoint is estimated as large as the newest one on disk (before
+        the first: weights plus two AdamW moments, in float32)."""
+        import shutil
+
+        newest = complete_checkpoints(self.out)
+        need = checkpoint_bytes(newest[0]) if newest else 3 * 4 * self.n_params
+        need = int(need * 1.1) + (1 << 20)
+        root = path.parent if path.parent.exists() else self.out
+        free = shutil.disk_usage(root).free
+        if free >= need:
+            return None
+        kept = f"the last checkpoint {newest[0]} is kept" if newest else "no checkpoint yet"
+        return (
+            f"not enough free space in {root} for the checkpoint of step {self.step}: need "
+            f"~{need / 2**20:.1f} MiB, {free / 2**20:.1f} MiB free; free some space and "
+            f"continue with --resume ({kept})"
+        )
+
     def save(self) -> Path:
         """A resumable checkpoint of this step (every rank calls it); older ones beyond
-        keep_checkpoints are deleted."""
+        keep_checkpoints are deleted, only once it is in place."""
         path = checkpoint_path(self.out, self.step)
+        short = self.space_short(path) if self.ctx.is_main else None
+        if distributed.any_rank(short is not None, self.device):  # every rank stops together
+            raise RunDirError(short or "rank 0 found no free space for a checkpoint; stopped")
+        try:
+            self._write_checkpoint(path)
+        except OSError as e:  # the disk refused it (full, read-only): the old ones are intact
+            kept = (
+                f"the last checkpoint {self.last_checkpoint} is kept"
+                if self.last_checkpoint
+                else "no checkpoint yet"
+            )
+            raise RunDirError(
+                f"cannot write the checkpoint {path}: {e.strerror or e}; free some space and "
+                f"continue with --resume ({kept})"
+            ) from e
+        if self.ctx.is_main:
+            prune_checkpoints(self.out, self.config.keep_checkpoints)
+        distributed.barrier()
+        self.last_checkpoint = path
+        return path
+
+    def _write_checkpoint(self, path: Path) -> None:
         save_train_state(
             path,
             model=self.model,
@@ -183,11 +231,6 @@ class _Run:
             tokenizer=self.tokenizer,
             training=self.training_record(),
         )
-        if self.ctx.is_main:
-            prune_checkpoints(self.out, self.config.keep_checkpoints)
-        distributed.barrier()
-        self.last_checkpoint = path
-        return path
 
     def save_model(self) -> Path:
         """The final model: weights, config, tokenizer, metrics.jsonl and COMMAND."""
@@ -207,6 +250,25 @@ class _Run:
             )
         distributed.barrier()
         return path
+
+    def restore_latest(self, checkpoints: list[Path], warn: Callable[[str], None]) -> Path:
+        """Restore the newest checkpoint that loads, falling back past damaged ones (saying so
+        with `warn`); CheckpointError of the newest if none loads."""
+        from txl.checkpoint import CheckpointError
+
+        damaged: list[CheckpointError] = []
+        for path in checkpoints:
+            try:
+                self.restore(path)
+            except CheckpointError as e:
+                damaged.append(e)
+                continue
+            for e in damaged:
+                warn(f"warning: {e}")
+            if damaged:
+                warn(f"warning: falling back to the previous complete checkpoint {path}")
+            return path
+        raise damaged[0]  # none loads: the newest's error, one line
 
     def restore(self, path: Path) -> None:
         restored = load_train_state(
@@ -394,7 +456,29 @@ def train(
     ctx = ctx or DistContext()
     out = Path(out_dir)
     device = resolve_device(config.device, ctx.local_rank)
-    resume_from = check_run_dir(out, resume)
+    lock = DirLock(out, TRAINER)
+    created = not out.exists()
+    if ctx.is_main:  # held for the run's life: a second trainer on this directory is refused
+        check_run_dir(out, resume)  # before creating anything
+        lock.acquire()
+    try:
+        return _train(config, stream, out, tokenizer, eval_fn, resume, ctx, device, progress,
+                      quiet, command)  # fmt: skip
+    finally:
+        lock.release()
+        if created and ctx.is_main and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # refused before anything was written: nothing left behind
+
+
+def _train(config, stream, out, tokenizer, eval_fn, resume, ctx, device, progress, quiet,
+           command) -> TrainResult:  # fmt: skip
+    """`train` once rank 0 holds the directory's lock."""
+    say = (lambda msg: None) if quiet or not ctx.is_main else _stderr
+    warn = _stderr if ctx.is_main else (lambda msg: None)  # what changes the run: even if quiet
+    resume_from, start_over = check_run_dir(out, resume, held=True)  # again, under the lock
+    if ctx.is_main:
+        for p in clean_partial_writes(out):
+            warn(f"removed {p}: a checkpoint write that never finished")
     if resume:
         saved = load_run_config(out)
         changed = [
@@ -410,7 +494,6 @@ def train(
     distributed.init(ctx, device)
     distributed.barrier()  # every rank has checked the directory before rank 0 writes to it
 
-    say = (lambda msg: None) if quiet or not ctx.is_main else _stderr
     show = bool(
         ctx.is_main and not quiet and (sys.stderr.isatty() if progress is None else progress)
     )
@@ -424,8 +507,14 @@ def train(
         "torch": torch.__version__,
         "resumed_from": None,
     }
+    if start_over:
+        warn(f"nothing was checkpointed in {out} yet: --resume starts the run over from step 0")
+        if ctx.is_main:
+            run.metrics.truncate_after(0)
+            drop_checkpoints_after(out, 0)
+        entry["resumed_from"] = 0
     if resume_from is not None:
-        run.restore(resume_from)
+        resume_from = run.restore_latest(complete_checkpoints(out), warn)
         entry["resumed_from"] = run.step
         if ctx.is_main:
             run.metrics.truncate_after(run.step)

@@ -18,7 +18,13 @@ import torch
 from torch import nn
 
 from txl import distributed
-from txl.checkpoint import load_checkpoint, save_checkpoint
+from txl.checkpoint import (
+    RNG_FILE,
+    TRAIN_STATE_FILE,
+    CheckpointError,
+    load_checkpoint,
+    save_checkpoint,
+)
 from txl.distributed import DistContext
 from txl.memory import Memory
 from txl.rng import rng_state, set_rng_state
@@ -97,6 +103,56 @@ def save_train_state(
     )
 
 
+# what a train_state.pt and an rng.json hold, checked before anything is restored from them
+_STATE_KEYS = {
+    "step": int,
+    "tokens_seen": int,
+    "elapsed_s": (int, float),
+    "world_size": int,
+    "optimizer": dict,
+    "scheduler": dict,
+    "ranks": list,
+}
+_RANK_KEYS = {"stream": str, "memory": list}
+_RNG_KEYS = {"python": list, "numpy": dict, "torch": str}
+
+
+def _wrong(data: Any, keys: Mapping[str, Any]) -> list[str]:
+    if not isinstance(data, dict):
+        return [f"a {type(data).__name__} instead of a dict"]
+    return [
+        f"{k!r} {'missing' if k not in data else 'is a ' + type(data[k]).__name__}"
+        for k, t in keys.items()
+        if not isinstance(data.get(k), t) or isinstance(data.get(k), bool)
+    ]
+
+
+def check_train_state(path: Path, state: Any, rng: Any) -> None:
+    """CheckpointError (one line, naming the file) unless `state` and `rng` are what
+    `save_train_state` writes."""
+    wrong = _wrong(state, _STATE_KEYS)
+    if not wrong:
+        for i, r in enumerate(state["ranks"]):
+            wrong += [f"ranks[{i}]: {w}" for w in _wrong(r, _RANK_KEYS)]
+    if wrong or not state["ranks"]:
+        raise CheckpointError(
+            f"{path / TRAIN_STATE_FILE} is not a txl training state "
+            f"({'; '.join(wrong[:3]) or 'no ranks'}); resume from another checkpoint or start "
+            "a new run"
+        )
+    wrong = _wrong(rng, {"ranks": list})
+    if not wrong:
+        for i, r in enumerate(rng["ranks"]):
+            wrong += [f"ranks[{i}]: {w}" for w in _wrong(r, _RNG_KEYS)]
+        if len(rng["ranks"]) != len(state["ranks"]):
+            wrong.append(f"{len(rng['ranks'])} ranks, train_state.pt has {len(state['ranks'])}")
+    if wrong:
+        raise CheckpointError(
+            f"{path / RNG_FILE} is not a txl RNG state ({'; '.join(wrong[:3])}); resume from "
+            "another checkpoint or start a new run"
+        )
+
+
 def load_train_state(
     path: Path,
     *,
@@ -110,15 +166,35 @@ def load_train_state(
 ) -> RestoredState:
     """Load this rank's part of the checkpoint at `path` into the model, optimizer, scheduler,
     stream and RNGs; return the counters and this rank's carried memories. RunDirError if the
-    checkpoint was saved by another number of processes or another grad_accum."""
+    checkpoint was saved by another number of processes or another grad_accum; CheckpointError
+    (one line, naming the file) if it is damaged or not what `save_train_state` writes."""
     ckpt = load_checkpoint(path, device="cpu")
     state = ckpt.train_state
+    check_train_state(path, state, ckpt.rng)
     assert state is not None and ckpt.rng is not None
     if state["world_size"] != ctx.world_size:
         raise RunDirError(
             f"{path} was saved by {state['world_size']} processes, this run has "
             f"{ctx.world_size}; resume with the same number of processes"
         )
+    if len(state["ranks"]) != ctx.world_size:
+        raise CheckpointError(
+            f"{path / TRAIN_STATE_FILE} holds {len(state['ranks'])} ranks but says world_size "
+            f"{state['world_size']}; resume from another checkpoint"
+        )
+    try:
+        return _restore(path, ckpt, model, optimizer, scheduler, stream, ctx, device, grad_accum)
+    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as e:
+        if isinstance(e, RunDirError):
+            raise
+        raise CheckpointError(
+            f"{path} cannot be restored ({type(e).__name__}: {e}); resume from another "
+            "checkpoint or start a new run"
+        ) from e
+
+
+def _restore(path, ckpt, model, optimizer, scheduler, stream, ctx, device, grad_accum):
+    state = ckpt.train_state
     with torch.no_grad():
         for p_to, p_from in zip(
             model.state_dict().values(), ckpt.model.state_dict().values(), strict=True

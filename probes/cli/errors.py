@@ -4,9 +4,13 @@ error class for bad input. click only: imported by `probe --help`.
     0    ok
     1    a run failed its own check (or a rerun / retrain did not reproduce)
     2    usage or bad input: one line on stderr saying what was wrong, the value given and what
-         would be right; nothing written
+         would be right; nothing written. Also the environment refusing a file (disk full, a
+         read-only or closed output, a run directory another process holds, a malformed run
+         file): one line naming the file; a run it stopped records status "error"
     3    internal error (one line; PROBES_DEBUG=1 prints the traceback)
     130  interrupted (SIGINT)
+    141  stdout closed by its reader (a broken pipe: `probe report RUN | head -1`): quietly, as a
+         process killed by SIGPIPE; whatever the command wrote to disk is complete
     143  terminated (SIGTERM)
 """
 
@@ -19,6 +23,7 @@ EXIT_CHECK = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPT = 130
+EXIT_PIPE = 141
 EXIT_TERMINATED = 143
 
 

@@ -16,6 +16,7 @@ is given. Exit codes: `probes.cli.errors`.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import traceback
@@ -28,6 +29,7 @@ from probes.cli.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPT,
     EXIT_OK,
+    EXIT_PIPE,
     EXIT_TERMINATED,
     EXIT_USAGE,
     one_line,
@@ -51,16 +53,66 @@ def _terminate(signum, frame) -> None:
     raise Terminated()
 
 
+class PipeClosed(Exception):
+    """stdout's reader went away (EPIPE): raised past click, which would exit 1 for it."""
+
+
+def _is_epipe(e: BaseException) -> bool:
+    import errno
+
+    return isinstance(e, BrokenPipeError) or (isinstance(e, OSError) and e.errno == errno.EPIPE)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that nothing fails again flushing it at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _stdout_closed() -> bool:
+    """Whether the process was started with stdout closed (`probe ... >&-`)."""
+    if sys.stdout is None:
+        return True
+    try:
+        os.fstat(sys.stdout.fileno())
+    except (io.UnsupportedOperation, ValueError, AttributeError):  # replaced (tests): usable
+        return False
+    except OSError:  # EBADF
+        return True
+    return False
+
+
 class ProbeCLI(click.Group):
     """The top-level group: turns every failure into one line on stderr and an exit code."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except OSError as e:
+            if _is_epipe(e):
+                raise PipeClosed() from None
+            raise
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         import signal
 
+        if _stdout_closed():  # every command prints its result: refuse before doing anything
+            click.echo("error: stdout is closed; give the command somewhere to print", err=True)
+            if standalone_mode:
+                sys.exit(EXIT_USAGE)
+            return EXIT_USAGE
         previous = signal.signal(signal.SIGTERM, _terminate)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else EXIT_OK
+            sys.stdout.flush()  # a broken pipe shows here for what was buffered
+        except PipeClosed:
+            _silence_stdout()
+            code = EXIT_PIPE
         except NO_ARGS_IS_HELP as e:  # bare `probe`, `probe run`, `probe synth`: the help itself
             e.show()
             code = e.exit_code
@@ -79,14 +131,18 @@ class ProbeCLI(click.Group):
                 click.echo("interrupted", err=True)
                 code = EXIT_INTERRUPT
         except Exception as e:  # an internal error: one line unless asked for the traceback
-            if os.environ.get("PROBES_DEBUG"):
-                traceback.print_exc()
-            click.echo(
-                f"internal error: {type(e).__name__}: {one_line(str(e))[:400]} "
-                "(set PROBES_DEBUG=1 for the traceback)",
-                err=True,
-            )
-            code = EXIT_INTERNAL
+            if _is_epipe(e):  # outside a command (click's own output, the last flush)
+                _silence_stdout()
+                code = EXIT_PIPE
+            else:
+                if os.environ.get("PROBES_DEBUG"):
+                    traceback.print_exc()
+                click.echo(
+                    f"internal error: {type(e).__name__}: {one_line(str(e))[:400]} "
+                    "(set PROBES_DEBUG=1 for the traceback)",
+                    err=True,
+                )
+                code = EXIT_INTERNAL
         finally:
             signal.signal(signal.SIGTERM, previous)
         if standalone_mode:

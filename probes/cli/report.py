@@ -14,7 +14,7 @@ from probes.cli.errors import BadInput, emit
 def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
     """Show finished runs side by side: one run's table, or several (say --mem 128 and 640).
     Runs that did not finish (still running, interrupted, dead) are left out and listed."""
-    from probes.framework.results import RunDirError, load_run, status
+    from probes.framework.results import FINISHED, RunDirError, load_run, status
 
     summaries, shown, skipped = [], [], []
     for d in run_dirs:
@@ -22,7 +22,7 @@ def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
             run_json, summary = load_run(d)
         except RunDirError as e:
             raise BadInput(str(e)) from None
-        if summary is None or run_json.get("status") == "running":
+        if summary is None or run_json.get("status") not in FINISHED:
             skipped.append(f"{d} ({status(d, run_json)})")
             continue
         summaries.append(summary)

@@ -79,12 +79,13 @@ def _pair_json(pair, lang) -> dict:
 
 
 def _print_pair(pair, lang, name: str, seed: int) -> None:
-    from rich.console import Console
     from rich.panel import Panel
     from rich.table import Table
     from rich.text import Text
 
-    console = Console()
+    from probes.report.tables import plain_console
+
+    console = plain_console()
     inv = pair.inverse_alignment()
 
     def render(ex, changed) -> Text:
@@ -178,16 +179,16 @@ def language_cmd(as_json: bool) -> None:
 @click.option("--batches", default=2, show_default=True, help="Consecutive batches per row.")
 def stream_cmd(seed: int, rows: int, tgt_len: int, batches: int) -> None:
     """Print the first training batches (targets highlighted, `|` at batch boundaries)."""
-    from rich.console import Console
     from rich.text import Text
 
+    from probes.report.tables import plain_console
     from synth.language import Language
     from synth.stream import TrainStream
 
     lang = Language.default()
     s = TrainStream(lang, batch_size=max(rows, 1), tgt_len=tgt_len, seed=seed)
     got = [s.next_annotated_batch() for _ in range(batches)]
-    console = Console()
+    console = plain_console()
     for r in range(rows):
         t = Text(f"row {r}: ", style="bold")
         for i, b in enumerate(got):

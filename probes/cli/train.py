@@ -114,6 +114,7 @@ def _train(
     except ValueError as e:
         raise BadInput(str(e)) from None
 
+    from txl.checkpoint import CheckpointError
     from txl.run_dir import RunDirError
     from txl.signals import TrainingInterrupted
     from txl.train import NonFiniteLossError
@@ -121,7 +122,7 @@ def _train(
 
     try:
         result = training.run(prepared, quiet=quiet or as_json, command=command)
-    except (ConfigError, RunDirError) as e:
+    except (ConfigError, RunDirError, CheckpointError) as e:
         raise BadInput(str(e)) from None
     except NonFiniteLossError as e:
         click.echo(f"error: {e}", err=True)
@@ -152,8 +153,9 @@ def _train(
 
 
 def _print_summary(s: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from probes.report.tables import plain_console
 
     table = Table(title="probe train", show_header=False)
     for key in ("run_dir", "model_dir", "step", "loss", "tokens_per_s", "mfu"):
@@ -165,4 +167,4 @@ def _print_summary(s: dict[str, Any]) -> None:
     for key, v in ev.items():
         if isinstance(v, float | int | str) and key != "eval_s":
             table.add_row(f"eval.{key}", f"{v:.4g}" if isinstance(v, float) else str(v))
-    Console().print(table)
+    plain_console().print(table)

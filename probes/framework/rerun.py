@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from probes.framework.results import load_run
+from probes.framework.results import FINISHED, check_shape, load_run
 
 # timings, where things lie ("runs": diagnose's sub-run paths, "path": a model's) and prose
 # (documentation strings may be reworded without any number changing)
@@ -62,16 +62,18 @@ def rerun(
     from probes.framework.probe import ProbeInputError
 
     record, original = load_run(run_dir)
-    if original is None:
+    if original is None or record.get("status") not in FINISHED:
         raise ProbeInputError(
-            f"{str(run_dir)!r} has no summary.json (status {record.get('status')!r}): "
-            "only a finished run can be compared"
+            f"{str(run_dir)!r} did not finish (status {record.get('status')!r}"
+            f"{'' if original is not None else ', no summary.json'}): only a finished run can be "
+            "compared"
         )
     argv = ["probe", "rerun", str(run_dir)]
     if record.get("command") == "diagnose":
         from probes.framework.diagnose import diagnose, diagnose_models
 
-        kwargs = dict(record.get("options") or {})
+        check_shape(Path(run_dir) / "run.json", record, {"options": dict})
+        kwargs = dict(record["options"])
         if out is not None:
             kwargs["out"] = out
         if "models" in kwargs:  # `probe diagnose --models`: run.json's `models` are their infos
@@ -84,6 +86,10 @@ def rerun(
         passed = bool(new["passed"])
     elif isinstance(record.get("probe"), dict) and "options" in record:
         from probes.framework.runner import run
+
+        file = Path(run_dir) / "run.json"
+        check_shape(file, record, {"options": dict, "params": dict})
+        check_shape(file, record["probe"], {"name": str})
 
         spec, kwargs = rerun_options(record)
         from probes.framework import registry

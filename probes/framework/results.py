@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 import secrets
 from contextlib import contextmanager
@@ -29,25 +28,22 @@ from typing import Any
 import numpy as np
 
 from txl.io import atomic_write, atomic_write_with, json_safe
-from txl.run_dir import RunDirError
+from txl.run_dir import LOCK_FILE as LOCK_FILE  # the one lock and writability check: txl's
+from txl.run_dir import DirLock, RunDirError, is_locked
+from txl.run_dir import check_writable as check_writable
 
 SCHEMA_VERSION = 1
-LOCK_FILE = ".lock"  # held (flock) while a run lives
+HOLDER = "another probe run"  # who holds a run directory's lock (txl.run_dir.DirLock)
+FINISHED = ("complete", "failed-check")  # the statuses of a run whose summary can be read
+
+
+class RunWriteError(RunDirError):
+    """A run's file could not be written (disk full, read-only, gone); the message names it."""
 
 
 def is_live(path: Path) -> bool:
     """Whether a process still runs in this run directory (it holds the lock)."""
-    import fcntl
-
-    try:
-        with open(Path(path) / LOCK_FILE) as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            return False
-    except FileNotFoundError:
-        return False
+    return is_locked(path)
 
 
 def status(path: Path, run: dict) -> str:
@@ -87,23 +83,6 @@ def utc_stamp(now: _dt.datetime | None = None) -> str:
     return now.strftime("%Y%m%dT%H%M%SZ")
 
 
-def check_writable(out: Path) -> None:
-    """Refuse an --out that cannot hold run directories, without creating anything."""
-    out = Path(out)
-    probe_path = out
-    while not probe_path.exists():
-        if probe_path.parent == probe_path:
-            break
-        probe_path = probe_path.parent
-    if probe_path.exists() and not probe_path.is_dir():
-        raise RunDirError(f"--out {str(out)!r}: {str(probe_path)!r} is a file; give a directory")
-    if not os.access(probe_path, os.W_OK | os.X_OK):
-        raise RunDirError(
-            f"--out {str(out)!r} is not writable ({str(probe_path)!r} denies writing); "
-            "give a directory you can write to"
-        )
-
-
 class RunDir:
     """One run's directory; create() makes it, the writers fill it."""
 
@@ -131,14 +110,28 @@ class RunDir:
             ) from None
         raise RunDirError(f"cannot find a fresh run directory name under {str(parent)!r}")
 
+    @contextmanager
+    def writing(self, name: str):
+        """Writes to the file `name` in the block: an OSError (disk full, read-only...) becomes a
+        RunWriteError naming the file."""
+        try:
+            yield
+        except OSError as e:
+            raise RunWriteError(
+                f"cannot write {self.path / name}: {e.strerror or e}; the run stopped (make "
+                "room, or give another --out, and run it again)"
+            ) from e
+
     def write_json(self, name: str, obj: Any) -> None:
-        write_json(self.path / name, obj)
+        with self.writing(name):
+            write_json(self.path / name, obj)
 
     def append_sample(self, record: dict) -> None:
-        if self._samples is None:
-            self._samples = open(self.path / "samples.jsonl", "a", encoding="utf-8")
-        self._samples.write(dumps(record, indent=None) + "\n")
-        self._samples.flush()
+        with self.writing("samples.jsonl"):
+            if self._samples is None:
+                self._samples = open(self.path / "samples.jsonl", "a", encoding="utf-8")
+            self._samples.write(dumps(record, indent=None) + "\n")
+            self._samples.flush()
 
     def write_npz(self, name: str, arrays: dict[str, np.ndarray]) -> None:
         for key, arr in arrays.items():
@@ -149,35 +142,47 @@ class RunDir:
             with open(tmp, "xb") as f:
                 np.savez_compressed(f, **arrays)
 
-        atomic_write_with(self.path / name, write)
+        with self.writing(name):
+            atomic_write_with(self.path / name, write)
 
     @contextmanager
     def recording(self, record: dict):
-        """Write run.json (status "running") and run the block, holding an exclusive lock on
-        the directory's `.lock` (`flock`) while it runs, so that a reader can tell a live run
-        from a dead one (`is_live`). A block that ends by an interruption (SIGINT, SIGTERM) or
-        an error leaves run.json saying so ("interrupted", "error" with the reason), and the
-        files are closed however it ends. The block calls `finish`."""
-        import fcntl
-
-        lock = open(self.path / LOCK_FILE, "w")
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        self.write_json("run.json", record)
+        """Write run.json (status "running") and run the block, holding the directory's lock
+        (`txl.run_dir.DirLock`) while it runs, so that a reader can tell a live run from a dead
+        one (`is_live`). A block that ends by an interruption (SIGINT, SIGTERM) or an error
+        leaves run.json saying so ("interrupted", "error" with the reason, when run.json can
+        still be written) and no summary.json; the files are closed however it ends. If not even
+        the first run.json can be written, the directory is removed. The block calls `finish`."""
+        lock = DirLock(self.path, HOLDER).acquire()
+        try:
+            self.write_json("run.json", record)
+        except BaseException:
+            lock.release()
+            _remove_if_empty(self.path)
+            raise
         try:
             yield record
         except KeyboardInterrupt:
             record["status"] = "interrupted"
-            self.write_json("run.json", record)
+            self._record_end(record)
             raise
         except BaseException as e:
             record["status"] = "error"
             record["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:500]
-            self.write_json("run.json", record)
+            self._record_end(record)
             raise
         finally:
             self.close()
-            lock.close()  # releases the lock
-            (self.path / LOCK_FILE).unlink(missing_ok=True)  # a killed run keeps it: "dead"
+            lock.release()  # a killed run keeps its unlocked .lock: "dead"
+
+    def _record_end(self, record: dict) -> None:
+        """A run that did not finish: no summary.json (it must never read as complete), and
+        run.json saying how it ended, if the disk still takes it."""
+        (self.path / "summary.json").unlink(missing_ok=True)
+        try:
+            self.write_json("run.json", record)
+        except RunWriteError:
+            pass  # run.json stays "running", and with the lock released the run reads as dead
 
     def finish(self, record: dict, *, passed: bool, elapsed_s: float) -> None:
         """The run ended: "complete", or "failed-check" when one of its own checks failed."""
@@ -191,8 +196,51 @@ class RunDir:
             self._samples = None
 
 
+def _remove_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass
+
+
+# What `probe report` and `probe rerun` need of a run's files (top-level JSON types), checked on
+# load so that a malformed file is refused naming it, not met as a KeyError later.
+RUN_SHAPE = {"schema_version": int, "status": str}
+SUMMARY_SHAPE = {
+    "probe": str,
+    "version": int,
+    "model": dict,
+    "geometry": dict,
+    "metrics": dict,
+    "bins": list,
+    "checks": dict,
+    "verdict": str,
+}
+DIAGNOSE_SHAPE = {"geometry": dict, "checks": dict}
+_JSON_TYPE = {int: "an integer", str: "a string", dict: "an object", list: "a list"}
+
+
+def check_shape(file: Path, data: Any, shape: dict[str, type]) -> None:
+    """RunDirError (one line, naming the file) unless `data` is a JSON object whose fields in
+    `shape` have their JSON types."""
+    if not isinstance(data, dict):
+        raise RunDirError(
+            f"{str(file)!r} holds {_JSON_TYPE.get(type(data), 'a ' + type(data).__name__)}; "
+            "expected a JSON object as `probe run` writes it"
+        )
+    for key, kind in shape.items():
+        value = data.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            got = "is missing" if key not in data else f"is {json.dumps(value)[:40]}"
+            raise RunDirError(
+                f"{str(file)!r}: field {key!r} {got}; expected {_JSON_TYPE[kind]} as `probe run` "
+                "writes it"
+            )
+
+
 def load_run(path: Path) -> tuple[dict, dict | None]:
-    """(run.json, summary.json or None if the run did not finish) of a run directory."""
+    """(run.json, summary.json or None if the run did not finish) of a run directory; a file
+    that is not what `probe run` / `probe diagnose` writes is refused (RunDirError, one line)."""
     path = Path(path)
     if not (path / "run.json").is_file():
         raise RunDirError(
@@ -201,13 +249,21 @@ def load_run(path: Path) -> tuple[dict, dict | None]:
     try:
         run = read_json(path / "run.json")
         summary = read_json(path / "summary.json") if (path / "summary.json").is_file() else None
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RunDirError(f"{str(path)!r}: unreadable run files ({e})") from None
+    check_shape(path / "run.json", run, {"schema_version": int})
     if run.get("schema_version") != SCHEMA_VERSION:
         raise RunDirError(
             f"{str(path)!r}: run.json schema_version {run.get('schema_version')!r}; "
             f"this version reads {SCHEMA_VERSION}"
         )
+    check_shape(path / "run.json", run, RUN_SHAPE)
+    if summary is not None:  # its shape is the one of the run that run.json names
+        diagnose = run.get("command") == "diagnose" or (
+            isinstance(summary, dict) and summary.get("command") == "diagnose"
+        )
+        shape = DIAGNOSE_SHAPE if diagnose else SUMMARY_SHAPE if "probe" in run else {}
+        check_shape(path / "summary.json", summary, shape)
     return run, summary
 
 

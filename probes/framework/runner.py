@@ -9,7 +9,8 @@ with the input (probe name, parameters, geometry, model path, vocabulary, device
 checked and the pairs are built in `prepare`, before any directory exists; `probe diagnose`
 prepares all of its probes (sharing one `ModelCache`) before it creates its own. From `execute`
 on a failure is internal (exit 3) or an interruption (exit 130), and the directory keeps what was
-done, with the status in run.json. The model is reached only through the LossModel protocol
+done, with the status in run.json (a file the disk refuses is exit 2, naming it). The model
+is reached only through the LossModel protocol
 (probes.protocol): a checkpoint path is loaded by probes.adapters.txl, a LossModel object is used
 as given.
 """
@@ -199,14 +200,20 @@ def _threads(n: int | None):
 
 def execute(prepared: Prepared, *, out: str | Path | None = None) -> Summary:
     """Create the run directory (under `out`, default: the prepared --out) and run. From here
-    a failure is internal or an interruption, and run.json records the status."""
+    a failure is internal, an interruption, or a file the disk refused (ProbeInputError naming
+    it: disk full, read-only), and run.json records the status."""
     p = prepared
-    cls, ctx, lm = p.cls, p.ctx, p.ctx.model
+    lm = p.ctx.model
     options = p.options if out is None else dataclasses.replace(p.options, out=str(out))
     try:
-        run_dir = RunDir.create(Path(options.out), cls.name, lm.info.id)
-    except RunDirError as e:
+        run_dir = RunDir.create(Path(options.out), p.cls.name, lm.info.id)
+        return _execute(p, run_dir, options)
+    except RunDirError as e:  # bad --out, or a file the disk refused (RunWriteError)
         raise ProbeInputError(str(e)) from None
+
+
+def _execute(p: Prepared, run_dir: RunDir, options: RunOptions) -> Summary:
+    cls, ctx, lm = p.cls, p.ctx, p.ctx.model
     with _threads(options.threads) as n_threads:
         record = run_record(cls, p.spec, p.params, options, ctx, n_threads, p.argv)
         with run_dir.recording(record):
@@ -215,7 +222,8 @@ def execute(prepared: Prepared, *, out: str | Path | None = None) -> Summary:
             outcome = p.instance.execute(ctx)
             if outcome.arrays:
                 run_dir.write_npz("tokens.npz", outcome.arrays)
-            plots = [draw(run_dir.path) for draw in outcome.plots]
+            with run_dir.writing("*.png"):
+                plots = [draw(run_dir.path) for draw in outcome.plots]
             summary = Summary(
                 probe=cls.name,
                 version=cls.version,

@@ -8,14 +8,27 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def console(file=None):
-    import sys
+def plain_console(**kwargs: Any):
+    """A rich Console for stdout whose broken pipe is a BrokenPipeError (rich's own exits 1, the
+    code for a failed check), for the CLI to answer once (probes/cli/errors.py: 141)."""
+    import errno
 
     from rich.console import Console
 
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "stdout's reader is gone")
+
+    return PipeConsole(**kwargs)
+
+
+def console(file=None):
+    import sys
+
     f = file or sys.stdout
     tty = hasattr(f, "isatty") and f.isatty()
-    return Console(file=f, width=None if tty else 160, highlight=False, soft_wrap=False)
+    return plain_console(file=f, width=None if tty else 160, highlight=False, soft_wrap=False)
 
 
 def _num(x: Any, fmt: str = "{:+.3f}") -> str:
