@@ -37,6 +37,8 @@ Evaluators (`--evaluator`):
   each document). Sinks keep their positions in the text: cached keys are never re-rotated (so
   a rotary model sees its sinks at their true distance, unlike StreamingLLM, which assigns
   positions within the cache).
+- `state`: recurrent models (Mamba, RWKV) are scored by `probes.adapters.hf_state`; `load`
+  sends a recurrent model_type there, where `state` (the default) and `window` fit.
 
 The cache is a plain `DynamicCache` of full layers (never the model's own sliding cache), cut by
 index after every segment; the mask, not the cache, decides what a query sees, so rows in one
@@ -405,7 +407,8 @@ def load(
 ) -> HFModel:
     """A LossModel from a transformers model directory. AdapterError (one line, naming the path)
     when it is not usable as asked."""
-    evaluator = evaluator or DEFAULT_EVALUATOR
+    from probes.adapters import hf_state
+
     p = Path(path)
     try:
         raw = read_config(p)
@@ -413,16 +416,23 @@ def load(
         raise AdapterError(str(e)) from None
     if dtype not in ("float32", "bfloat16", "float64"):
         raise AdapterError(f"--dtype {dtype!r}: use float32, bfloat16 or float64")
-    if raw["model_type"] in RECURRENT:
-        raise AdapterError(
-            f"--model {str(path)!r}: model_type {raw['model_type']!r} is recurrent; its "
-            "evaluator (state) is not implemented yet"
-        )
-    if evaluator not in EVALUATORS:
-        raise AdapterError(
-            f"--evaluator {evaluator!r} does not fit a transformers model ({str(path)!r}); use "
-            f"{', '.join(EVALUATORS)}"
-        )
+    recurrent = raw["model_type"] in RECURRENT
+    if recurrent:
+        evaluator = evaluator or hf_state.DEFAULT_STATE_EVALUATOR
+        if evaluator not in hf_state.STATE_EVALUATORS:
+            raise AdapterError(
+                f"--evaluator {evaluator!r} does not fit the recurrent model {str(path)!r} "
+                f"(model_type {raw['model_type']!r}); use "
+                f"{' or '.join(hf_state.STATE_EVALUATORS)}"
+            )
+    else:
+        evaluator = evaluator or DEFAULT_EVALUATOR
+        if evaluator not in EVALUATORS:
+            raise AdapterError(
+                f"--evaluator {evaluator!r} does not fit a transformers model ({str(path)!r}); "
+                f"use {', '.join(EVALUATORS)}"
+                + (" (state is for recurrent models: mamba, rwkv)" if evaluator == "state" else "")
+            )
     if sinks is not None and evaluator != "sinks":
         raise AdapterError(f"--sinks applies to --evaluator sinks only, not {evaluator}")
     try:
@@ -449,7 +459,7 @@ def load(
             trust_remote_code=False,
             use_safetensors=True,
             dtype=DTYPES[dtype],
-            attn_implementation="eager",
+            **({} if recurrent else {"attn_implementation": "eager"}),
         )
     except Exception as e:  # transformers raises many kinds; all mean "not usable"
         msg = " ".join(str(e).split())[:300]
@@ -458,6 +468,28 @@ def load(
     resolved = p.resolve()
     sha = weights_sha256(resolved)
     config = model.config
+    if recurrent:
+        info = ModelInfo(
+            id=model_id or f"{resolved.name}-{sha[:8]}",
+            path=str(resolved),
+            sha256=sha,
+            config=raw,
+            n_layer=int(config.num_hidden_layers),
+            train_tgt_len=0,
+            train_mem_len=0,
+            vocab_size=int(config.vocab_size),
+            evaluator=evaluator,
+            dtype=dtype,
+            device=torch.device(device).type,
+            extra={
+                "library": "transformers",
+                "transformers_version": transformers.__version__,
+                "model_type": raw["model_type"],
+                "architecture": type(model).__name__,
+                **hf_state.info_extra(model, raw),
+            },
+        )
+        return hf_state.HFStateModel(model, info, evaluator=evaluator, dtype=dtype)
     limit = _max_positions(config)
     info = ModelInfo(
         id=model_id or f"{resolved.name}-{sha[:8]}",
