@@ -29,8 +29,13 @@ limits every layer's query at r to keys at r − s + 1 or later:
     direct(t) = min(direct(t), s);   r_{k+1} = max(r_{k+1}, r_k − s + 1)
 so a recompute window w gives direct(t) = min(w, s) and reach(t) = min(w, 1 + n·(s − 1)).
 
-A distance `d` of token `t` is "direct" if d ≤ direct(t), "layered" if direct(t) < d ≤ reach(t),
-and "beyond" otherwise. A bin's label is the most common label of its scored tokens (a tie goes
+A recurrent state (`state=True`: Mamba, RWKV scored by `probes.adapters.hf_state`) attends to
+nothing: every earlier token reaches the scored one through the state, at any distance. Its
+direct window is 0 and its reach unbounded (`UNBOUNDED`), clipped like the others (under `reset`,
+at the query's document start, where the state starts afresh).
+
+A distance `d` of token `t` is "direct" if d ≤ direct(t), "layered" if direct(t) < d ≤ reach(t)
+("state" instead when the direct window is 0: a recurrent state), and "beyond" otherwise. A bin's label is the most common label of its scored tokens (a tie goes
 to the farther label); `within_horizon` means the label is "direct".
 """
 
@@ -45,7 +50,9 @@ import numpy as np
 
 from probes.limits import MAX_DISTANCE
 
-REACH_LABELS = ("direct", "layered", "beyond")
+REACH_LABELS = ("direct", "layered", "beyond", "state")  # indices are stored (tokens.npz)
+# how far each label lies (ties in `label_bin` go to the farther one)
+FARNESS = {"direct": 0, "layered": 1, "state": 1, "beyond": 2}
 # A window this long stands for "the whole row": a transformer scored in one forward without a
 # sliding window of its own, or a recurrent state. Nothing in a row is beyond it; `unbounded`.
 UNBOUNDED = 2**40
@@ -54,7 +61,8 @@ UNBOUNDED = 2**40
 @dataclass(frozen=True)
 class Horizon:
     """What the evaluator lets a token see. `window` is the recompute window (None: cached);
-    `sliding_window` the model's own attention window in every layer (None: none)."""
+    `sliding_window` the model's own attention window in every layer (None: none); `state` a
+    recurrent state (direct window 0, reach unbounded; module docstring)."""
 
     tgt_len: int
     mem_len: int
@@ -63,10 +71,16 @@ class Horizon:
     reset: bool = True
     window: int | None = None
     sliding_window: int | None = None
+    state: bool = False
 
     @classmethod
     def of(
-        cls, geometry, n_layer: int, window: int | None = None, sliding_window: int | None = None
+        cls,
+        geometry,
+        n_layer: int,
+        window: int | None = None,
+        sliding_window: int | None = None,
+        state: bool = False,
     ) -> Horizon:
         return cls(
             tgt_len=geometry.tgt_len,
@@ -76,6 +90,7 @@ class Horizon:
             reset=geometry.reset,
             window=window,
             sliding_window=sliding_window,
+            state=state,
         )
 
     def _seg_start(self, r: int) -> int:
@@ -83,6 +98,8 @@ class Horizon:
 
     def unclipped(self, t: int) -> tuple[int, int]:
         """(direct, reach) of the token at position t, before any clipping."""
+        if self.state:
+            return 0, UNBOUNDED
         s = self.sliding_window
         if self.window is not None:
             if s is None:
@@ -122,8 +139,8 @@ class Horizon:
     def ranges(self) -> tuple[tuple[int, int], tuple[int, int]]:
         """((min, max) direct, (min, max) reach) over every offset in a segment, deep in a stream
         (no clipping): the span a distance bin should stay inside to have one label."""
-        if self.window is not None:
-            d, r = self.unclipped(self.window + 1)
+        if self.window is not None or self.state:
+            d, r = self.unclipped((self.window or 0) + 1)
             return (d, d), (r, r)
         base = self.tgt_len * (self.n_layer + 2) * max(1, self.mem_len // self.tgt_len + 2)
         vals = [self.unclipped(base + o + 1) for o in range(self.tgt_len)]
@@ -138,7 +155,7 @@ class Horizon:
 
     def to_dict(self) -> dict:
         (dmin, dmax), (rmin, rmax) = self.ranges()
-        if dmax >= UNBOUNDED:
+        if dmax >= UNBOUNDED or self.state:
             dmin = dmax = None
         if rmax >= UNBOUNDED:
             rmin = rmax = None
@@ -149,6 +166,7 @@ class Horizon:
             "window": self.window,
             **({"sliding_window": self.sliding_window} if self.sliding_window else {}),
             **({"unbounded": True} if rmax is None else {}),
+            **({"state": True} if self.state else {}),
         }
 
 
@@ -168,7 +186,7 @@ def classify(distance: int, direct: int, reach: int) -> str:
     if distance <= direct:
         return "direct"
     if distance <= reach:
-        return "layered"
+        return "state" if direct == 0 else "layered"
     return "beyond"
 
 
@@ -183,12 +201,14 @@ def label_bin(
     if not labels:
         return None
     counts = Counter(labels)
-    best = max(REACH_LABELS, key=lambda lab: (counts[lab], REACH_LABELS.index(lab)))
+    best = max(REACH_LABELS, key=lambda lab: (counts[lab], FARNESS[lab]))
     n = len(labels)
     return {
         "reach": best,
         "within_horizon": best == "direct",
-        "reach_fraction": {lab: counts[lab] / n for lab in REACH_LABELS},
+        "reach_fraction": {
+            lab: counts[lab] / n for lab in REACH_LABELS if lab != "state" or counts[lab]
+        },
         "direct_window": {"min": int(min(directs)), "max": int(max(directs))},
         "layered_reach": {"min": int(min(reaches)), "max": int(max(reaches))},
     }
@@ -201,7 +221,7 @@ def auto_bins(horizon: Horizon, lo: int = 8) -> list[tuple[int, int]]:
     texts only cost time)."""
     (dmin, dmax), (rmin, rmax) = horizon.ranges()
     if rmax >= UNBOUNDED:  # nothing is beyond: two bins within what a short text can hold
-        if dmax >= UNBOUNDED or dmax >= 16 * lo:
+        if horizon.state or dmax >= UNBOUNDED or dmax >= 16 * lo:
             return [(lo, 4 * lo), (4 * lo + 1, 16 * lo)]
         return [(2, max(2, dmax)), (dmax + 1, max(dmax + 1, 16 * lo))]
     bins: list[tuple[int, int]] = []

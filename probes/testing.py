@@ -54,6 +54,7 @@ def tiny_checkpoint(
 
 
 TRANSFORMERS_FAMILIES = ("gpt2", "llama", "mistral")
+RECURRENT_FAMILIES = ("mamba", "rwkv")
 
 
 def tiny_transformers(
@@ -72,10 +73,12 @@ def tiny_transformers(
     """Save a randomly initialised transformers causal LM (needs the `hf` extra) that reads the
     synth language's ids (vocab = Language.default()'s size unless given) with save_pretrained
     (safetensors): `gpt2` (learned absolute positions, n_positions = max_positions), `llama`
-    (rotary, grouped KV heads) or `mistral` (rotary with `sliding_window`). Nothing is
-    downloaded. From a shell:
+    (rotary, grouped KV heads), `mistral` (rotary with `sliding_window`), or a recurrent one:
+    `mamba` (selective state space, state size 8) or `rwkv` (max_positions and sliding_window
+    do not apply to them). Nothing is downloaded. From a shell:
 
         python -c "from probes.testing import tiny_transformers as t; t('runs/tiny-llama', 'llama')"
+        python -c "from probes.testing import tiny_transformers as t; t('runs/tiny-mamba', 'mamba')"
     """
     import torch
     import transformers as tf
@@ -106,8 +109,29 @@ def tiny_transformers(
             )
         else:
             config, cls = tf.LlamaConfig(**kw), tf.LlamaForCausalLM
+    elif family == "mamba":
+        config = tf.MambaConfig(
+            hidden_size=hidden,
+            num_hidden_layers=n_layer,
+            state_size=8,
+            expand=2,
+            conv_kernel=4,
+            **common,
+        )
+        cls = tf.MambaForCausalLM
+    elif family == "rwkv":
+        config = tf.RwkvConfig(
+            hidden_size=hidden,
+            num_hidden_layers=n_layer,
+            attention_hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            context_length=max_positions,
+            **common,
+        )
+        cls = tf.RwkvForCausalLM
     else:
-        raise ValueError(f"family {family!r}: use one of {', '.join(TRANSFORMERS_FAMILIES)}")
+        names = ", ".join(TRANSFORMERS_FAMILIES + RECURRENT_FAMILIES)
+        raise ValueError(f"family {family!r}: use one of {names}")
     torch.manual_seed(seed)
     model = cls(config).eval()
     path = Path(path)

@@ -310,3 +310,39 @@ def test_diagnose_runs_on_a_transformers_model(dirs, tmp_path):
     doc = json.loads(r.stdout)
     assert doc["passed"] is True
     assert {"fact-swap", "cross-doc", "boundary"} <= {row["probe"] for row in doc["rows"]}
+
+
+def shared_rows(n=44, seed=6):
+    """Row 0 a root; 1 and 2 fork from 0 after 13 and 30 shared tokens; 3 from 1 after 21; 4
+    unrelated; 5 shares less than one segment with 0."""
+    tokens, docs, scored = rows(n=n, b=6, boundary=19, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    shared = np.array([0, 13, 30, 21, 0, 2])
+    parent = np.array([-1, 0, 0, 1, -1, 0])
+    for r in (1, 2, 3, 5):
+        p, k = parent[r], shared[r]
+        tokens[r, :k] = tokens[p, :k]
+        tokens[r, k] = (tokens[p, k] + 1 + rng.integers(0, V - 1)) % V
+    scored[3, 35:] = False  # rows end at different places
+    return tokens, docs, scored, parent, shared
+
+
+@pytest.mark.parametrize("family", TRANSFORMERS_FAMILIES)
+@pytest.mark.parametrize("evaluator", ["stream", "sinks", "full"])
+@pytest.mark.parametrize(("mem", "tgt", "reset"), [(10, 6, True), (7, 4, False), (40, 8, False)])
+def test_score_shared_equals_score(dirs, family, evaluator, mem, tgt, reset):
+    """Forking a parent's cache at the last segment boundary of the shared prefix scores every
+    row as `score` does; a fork's shared targets are its parent's scores."""
+    tokens, docs, scored, parent, shared = shared_rows()
+    m = lm(dirs, family, evaluator)
+    g = geo(mem, tgt, reset)
+    if evaluator not in ("stream", "sinks"):  # no segments to share: not offered
+        assert not hasattr(m, "score_shared")
+        return
+    plain = m.score(tokens, docs, scored, g)
+    forked = m.score_shared(tokens, docs, scored, g, parent=parent, shared=shared)
+    np.testing.assert_allclose(forked.nll, plain.nll, atol=1e-5)
+    assert np.isnan(forked.nll).tolist() == np.isnan(plain.nll).tolist()
+    assert (forked.correct == plain.correct).all()
+    b = (29 // tgt) * tgt  # row 2 forked from row 0 at the last boundary <= 29
+    assert np.array_equal(forked.nll[2, 1 : b + 1], forked.nll[0, 1 : b + 1])

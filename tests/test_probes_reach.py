@@ -70,6 +70,18 @@ def test_classify_and_bin_label():
     assert label_bin([2], [5], [9])["within_horizon"] is True
 
 
+def test_a_recurrent_state_sees_nothing_directly_and_everything_through_the_state():
+    h = hz(state=True)
+    assert h.unbounded and h.token(500) == (0, 500)
+    assert h.token(500, doc_start=480) == (0, 20)  # reset: the state starts at the document
+    assert classify(7, 0, 20) == "state" and classify(21, 0, 20) == "beyond"
+    lab = label_bin([7, 7, 30, 30], [0] * 4, [20] * 4)
+    assert lab["reach"] == "beyond"  # a tie still goes to the farther label
+    assert lab["reach_fraction"] == {"direct": 0.0, "layered": 0.0, "beyond": 0.5, "state": 0.5}
+    assert auto_bins(h) == [(8, 32), (33, 128)]
+    assert h.to_dict()["state"] is True and h.to_dict()["direct_window"]["max"] is None
+
+
 def test_doc_starts():
     assert doc_starts(np.array([0, 0, 1, 1, 1, 2])).tolist() == [0, 0, 2, 2, 2, 5]
 

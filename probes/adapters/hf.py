@@ -37,6 +37,12 @@ Evaluators (`--evaluator`):
   each document). Sinks keep their positions in the text: cached keys are never re-rotated (so
   a rotary model sees its sinks at their true distance, unlike StreamingLLM, which assigns
   positions within the cache).
+- `state`: recurrent models (Mamba, RWKV) are scored by `probes.adapters.hf_state`; `load`
+  sends a recurrent model_type there, where `state` (the default) and `window` fit.
+
+`stream` and `sinks` have `score_shared`: a row that shares a prefix with a parent row starts at
+the last segment boundary inside the prefix from the parent's cache (batch rows selected, a row
+may repeat) and takes the parent's scores before it (`probes.adapters.txl.fork_plan`).
 
 The cache is a plain `DynamicCache` of full layers (never the model's own sliding cache), cut by
 index after every segment; the mask, not the cache, decides what a query sees, so rows in one
@@ -132,6 +138,8 @@ class HFModel:
         self.dtype_name = dtype
         self.dtype = DTYPES[dtype]
         self.sinks = int(sinks) if evaluator == "sinks" else 0
+        if evaluator in ("stream", "sinks"):  # the protocol's optional capability
+            self.score_shared = self._score_shared
         config = model.config
         self.config = config
         self.n_layer = int(config.num_hidden_layers)
@@ -301,12 +309,19 @@ class HFModel:
             keep |= offset < self.sinks
         return keep
 
-    def _stream(self, tokens, doc_ids, positions, geometry):
+    def _stream(self, tokens, doc_ids, positions, geometry, plan=None):
+        """Segments of tgt_len over the rows; `plan` = (birth, end, parent) from
+        `probes.adapters.txl.fork_plan` (score_shared): row r runs over the inputs birth[r] …
+        end[r] − 1, starting from its parent's cache at birth[r] > 0 (and its parent's scores
+        before it). None: every row from 0 to the last scored input."""
         from transformers import DynamicCache
 
         B, N = tokens.shape
         T, M = geometry.tgt_len, geometry.mem_len
         last = int(np.flatnonzero(positions.any(0)).max())
+        if plan is None:
+            plan = (np.zeros(B, np.int64), np.full(B, last), np.full(B, -1))
+        birth, end, parent = plan
         pos = self._positions(doc_ids, geometry.reset)
         needed = np.zeros_like(positions)
         needed[:, :last] = True
@@ -317,16 +332,33 @@ class HFModel:
         correct = np.zeros((B, N), dtype=bool)
         kept = np.zeros(0, dtype=np.int64)  # text positions held in the cache, in order
         cache = DynamicCache()
+        active: list[int] = []  # the rows of the cache's batch, in order
         for s in range(0, last, T):
             e = min(s + T, last)
+            born = [r for r in range(B) if birth[r] == s and (parent[r] >= 0 or s == 0)]
+            for r in born:  # a fork starts with its parent's scores of the shared targets
+                if parent[r] >= 0:
+                    nll[r, : s + 1], correct[r, : s + 1] = (
+                        nll[parent[r], : s + 1],
+                        correct[parent[r], : s + 1],
+                    )
+            running = [r for r in active if end[r] > s] + [r for r in born if end[r] > s]
+            if not running:
+                break
+            if s > 0 and running != active:
+                where = {r: j for j, r in enumerate(active)}
+                index = [where[r] if r in where else where[int(parent[r])] for r in running]
+                cache = _select(cache, np.arange(kept.size), self.device, np.array(index))
+            rows = np.array(running)
             q = np.arange(s, e)
             k = np.concatenate([kept, q])
-            vis = self._visible(q, k, doc_ids[:, s:e], doc_ids[:, k], geometry.reset)
-            vis &= (k[None, None, :] >= s - M) | sink[:, k][:, None, :]
-            logits, cache = self._forward(tokens[:, s:e], pos[:, s:e], vis, cache)
-            nll[:, s + 1 : e + 1], correct[:, s + 1 : e + 1] = self._nll(
-                logits, tokens[:, s + 1 : e + 1]
+            vis = self._visible(q, k, doc_ids[rows, s:e], doc_ids[rows][:, k], geometry.reset)
+            vis &= (k[None, None, :] >= s - M) | sink[rows][:, k][:, None, :]
+            logits, cache = self._forward(tokens[rows, s:e], pos[rows, s:e], vis, cache)
+            nll[rows, s + 1 : e + 1], correct[rows, s + 1 : e + 1] = self._nll(
+                logits, tokens[rows, s + 1 : e + 1]
             )
+            active = running
             if e >= last:
                 break
             # what a later segment may still read: the last M positions and the sinks
@@ -334,6 +366,28 @@ class HFModel:
             kept = k[keep]
             cache = _select(cache, np.flatnonzero(keep), self.device)
         return nll, correct
+
+    def _score_shared(self, tokens, doc_ids, positions, geometry, *, parent, shared):
+        """`score_shared` of `stream` and `sinks` (only they have it: `full` and `window` have no
+        segments to share): rows that share a prefix with a parent row are computed once up to
+        the last segment boundary inside it and forked from the parent's cache there."""
+        check_inputs(tokens, doc_ids, positions)
+        from probes.adapters.txl import fork_plan
+
+        tokens = np.maximum(np.asarray(tokens, dtype=np.int64), 0)
+        doc_ids = np.asarray(doc_ids, dtype=np.int64)
+        R, N = tokens.shape
+        nll = np.full((R, N), np.nan)
+        correct = np.zeros((R, N), dtype=bool)
+        if N < 2 or R == 0 or not positions.any():
+            return TokenScores(nll, correct)
+        T = geometry.tgt_len
+        plan = fork_plan(positions, np.asarray(parent), np.asarray(shared), T, N)
+        with torch.inference_mode():
+            nll, correct = self._stream(tokens, doc_ids, positions, geometry, plan)
+        nll[~positions] = np.nan
+        correct[~positions] = False
+        return TokenScores(nll, correct)
 
     def score_window(self, tokens, doc_ids, positions, window: int, geometry) -> TokenScores:
         """Truncated context (probes.protocol): each scored token t by a fresh forward over the
@@ -383,14 +437,19 @@ class HFModel:
         return TokenScores(nll, correct)
 
 
-def _select(cache, index: np.ndarray, device):
-    """A DynamicCache holding only the given cache slots (along time) of every layer."""
+def _select(cache, index: np.ndarray, device, rows: np.ndarray | None = None):
+    """A DynamicCache holding only the given cache slots (along time) of every layer and, when
+    `rows` is given, those batch rows (in that order; a row may repeat: a fork)."""
     from transformers import DynamicCache
 
     ix = torch.from_numpy(index).to(device)
-    data = [
-        (layer.keys.index_select(2, ix), layer.values.index_select(2, ix)) for layer in cache.layers
-    ]
+    data = []
+    for layer in cache.layers:
+        keys, values = layer.keys.index_select(2, ix), layer.values.index_select(2, ix)
+        if rows is not None:
+            rx = torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(device)
+            keys, values = keys.index_select(0, rx), values.index_select(0, rx)
+        data.append((keys, values))
     return DynamicCache(ddp_cache_data=data)
 
 
@@ -405,7 +464,8 @@ def load(
 ) -> HFModel:
     """A LossModel from a transformers model directory. AdapterError (one line, naming the path)
     when it is not usable as asked."""
-    evaluator = evaluator or DEFAULT_EVALUATOR
+    from probes.adapters import hf_state
+
     p = Path(path)
     try:
         raw = read_config(p)
@@ -413,16 +473,23 @@ def load(
         raise AdapterError(str(e)) from None
     if dtype not in ("float32", "bfloat16", "float64"):
         raise AdapterError(f"--dtype {dtype!r}: use float32, bfloat16 or float64")
-    if raw["model_type"] in RECURRENT:
-        raise AdapterError(
-            f"--model {str(path)!r}: model_type {raw['model_type']!r} is recurrent; its "
-            "evaluator (state) is not implemented yet"
-        )
-    if evaluator not in EVALUATORS:
-        raise AdapterError(
-            f"--evaluator {evaluator!r} does not fit a transformers model ({str(path)!r}); use "
-            f"{', '.join(EVALUATORS)}"
-        )
+    recurrent = raw["model_type"] in RECURRENT
+    if recurrent:
+        evaluator = evaluator or hf_state.DEFAULT_STATE_EVALUATOR
+        if evaluator not in hf_state.STATE_EVALUATORS:
+            raise AdapterError(
+                f"--evaluator {evaluator!r} does not fit the recurrent model {str(path)!r} "
+                f"(model_type {raw['model_type']!r}); use "
+                f"{' or '.join(hf_state.STATE_EVALUATORS)}"
+            )
+    else:
+        evaluator = evaluator or DEFAULT_EVALUATOR
+        if evaluator not in EVALUATORS:
+            raise AdapterError(
+                f"--evaluator {evaluator!r} does not fit a transformers model ({str(path)!r}); "
+                f"use {', '.join(EVALUATORS)}"
+                + (" (state is for recurrent models: mamba, rwkv)" if evaluator == "state" else "")
+            )
     if sinks is not None and evaluator != "sinks":
         raise AdapterError(f"--sinks applies to --evaluator sinks only, not {evaluator}")
     try:
@@ -449,7 +516,7 @@ def load(
             trust_remote_code=False,
             use_safetensors=True,
             dtype=DTYPES[dtype],
-            attn_implementation="eager",
+            **({} if recurrent else {"attn_implementation": "eager"}),
         )
     except Exception as e:  # transformers raises many kinds; all mean "not usable"
         msg = " ".join(str(e).split())[:300]
@@ -458,6 +525,28 @@ def load(
     resolved = p.resolve()
     sha = weights_sha256(resolved)
     config = model.config
+    if recurrent:
+        info = ModelInfo(
+            id=model_id or f"{resolved.name}-{sha[:8]}",
+            path=str(resolved),
+            sha256=sha,
+            config=raw,
+            n_layer=int(config.num_hidden_layers),
+            train_tgt_len=0,
+            train_mem_len=0,
+            vocab_size=int(config.vocab_size),
+            evaluator=evaluator,
+            dtype=dtype,
+            device=torch.device(device).type,
+            extra={
+                "library": "transformers",
+                "transformers_version": transformers.__version__,
+                "model_type": raw["model_type"],
+                "architecture": type(model).__name__,
+                **hf_state.info_extra(model, raw),
+            },
+        )
+        return hf_state.HFStateModel(model, info, evaluator=evaluator, dtype=dtype)
     limit = _max_positions(config)
     info = ModelInfo(
         id=model_id or f"{resolved.name}-{sha[:8]}",

@@ -330,7 +330,7 @@ class PairedProbe(Probe):
         reach = {"min": rmin, "max": rmax, "mean": (rmin + rmax) / 2}
         if hz.unbounded:  # nothing to mark: the whole row is read (probes.reach.UNBOUNDED)
             reach = None
-            direct = direct if dmax < UNBOUNDED else None
+            direct = direct if dmax < UNBOUNDED and not hz.state else None
         g = ctx.geometry
         title = (
             f"{self.name} · {ctx.model.info.id} · mem {g.mem_len} tgt {g.tgt_len} "

@@ -68,13 +68,16 @@ class RunOptions:
     device: Literal["auto", "cpu", "cuda"] = param(
         "auto", show_default=True, help="Where the model runs."
     )
-    evaluator: Literal["cached", "recompute", "full", "window", "stream", "sinks"] | None = param(
+    evaluator: (
+        Literal["cached", "recompute", "full", "window", "stream", "sinks", "state"] | None
+    ) = param(
         None,
         help="Transformer-XL: cached (streaming with memory) or recompute (a fresh window of "
         "mem+tgt tokens per scored token); a transformers model: full (one forward per row), "
         "window (a fresh window of mem+tgt), stream (segments of tgt_len, KV cache cut to mem) "
-        "or sinks (stream + the first --sinks tokens). [default: cached; stream for a "
-        "transformers model]",
+        "or sinks (stream + the first --sinks tokens); a recurrent model (mamba, rwkv): state "
+        "(the recurrent state over the row, or each document under --reset) or window. "
+        "[default: cached; stream for a transformers model; state for a recurrent one]",
     )
     sinks: int | None = param(
         None,

@@ -68,7 +68,7 @@ class FactSwap(PairedProbe):
 
         parts = [
             f"{label} Δ={signed(reach[label]['delta_mean'])} (n={reach[label]['n']})"
-            for label in ("layered", "beyond")
+            for label in ("layered", "state", "beyond")
             if label in reach
         ]
         beyond = accuracy("beyond") + ("; " + ", ".join(parts) if parts else "")

@@ -143,7 +143,7 @@ class TopicShift(PairedProbe):
             out[t] = stats.describe(np.array([r["delta"] for r in sel]))
             out[t]["by_reach"] = {
                 label: stats.describe(np.array([r["delta"] for r in sel if r["reach"] == label]))
-                for label in ("direct", "layered", "beyond")
+                for label in ("direct", "layered", "state", "beyond")
                 if any(r["reach"] == label for r in sel)
             }
         return {"by_tokens": out}
