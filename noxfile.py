@@ -77,6 +77,7 @@ def hf(session: nox.Session) -> None:
         "pytest",
         "--hypothesis-profile=ci",
         "tests/test_adapters_hf.py",
+        "tests/test_adapters_hf_state.py",
         "tests/test_probes_registry.py",
         "tests/test_cli_version.py",
         "-p",
