@@ -4,32 +4,10 @@ instead of exhausting the machine, and must exit 2 with one line naming the limi
 nothing behind."""
 
 import json
-import os
-import resource
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-CAP = 4 * 2**30  # bytes of address space a child may map (torch maps ~1-2 GiB on import)
-
-
-def _cap():
-    resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
-
-
-def probe(*args, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "probes.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        preexec_fn=_cap,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-    )
+from capped import probe
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,9 @@ PosEnc = Literal["rel", "shaw", "abs", "learned"]
 POS_ENCODINGS: tuple[str, ...] = ("rel", "shaw", "abs", "learned")
 
 
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "bool": bool}
+
+
 @dataclass(frozen=True)
 class TXLConfig:
     """A Transformer-XL. Defaults are the tiny CPU model's shape."""
@@ -47,6 +50,14 @@ class TXLConfig:
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # a config file may hold any JSON: the type first
+            v = getattr(self, f.name)
+            kind = _FIELD_TYPES.get(str(f.type), str)
+            if isinstance(v, bool) != (kind is bool) or not isinstance(v, kind):
+                want = {int: "an integer", bool: "true or false", str: "a string"}.get(
+                    kind, "a number"
+                )
+                raise ValueError(f"invalid model config: {f.name}={v!r}; expected {want}")
         checks = {
             "vocab_size": self.vocab_size > 0,
             "n_layer": self.n_layer > 0,

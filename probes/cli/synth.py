@@ -173,10 +173,18 @@ def language_cmd(as_json: bool) -> None:
 
 
 @synth_group.command("stream")
-@click.option("--seed", default=0, show_default=True)
-@click.option("--rows", default=2, show_default=True, help="Batch rows to print.")
-@click.option("--tgt-len", default=64, show_default=True)
-@click.option("--batches", default=2, show_default=True, help="Consecutive batches per row.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--rows", type=click.IntRange(1, 64), default=2, show_default=True, help="Batch rows to print."
+)
+@click.option("--tgt-len", type=click.IntRange(1, 1024), default=64, show_default=True)
+@click.option(
+    "--batches",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="Consecutive batches per row.",
+)
 def stream_cmd(seed: int, rows: int, tgt_len: int, batches: int) -> None:
     """Print the first training batches (targets highlighted, `|` at batch boundaries)."""
     from rich.text import Text
@@ -186,7 +194,7 @@ def stream_cmd(seed: int, rows: int, tgt_len: int, batches: int) -> None:
     from synth.stream import TrainStream
 
     lang = Language.default()
-    s = TrainStream(lang, batch_size=max(rows, 1), tgt_len=tgt_len, seed=seed)
+    s = TrainStream(lang, batch_size=rows, tgt_len=tgt_len, seed=seed)
     got = [s.next_annotated_batch() for _ in range(batches)]
     console = plain_console()
     for r in range(rows):

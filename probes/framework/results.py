@@ -246,11 +246,18 @@ def load_run(path: Path) -> tuple[dict, dict | None]:
         raise RunDirError(
             f"{str(path)!r} is not a run directory (no run.json); give results/<probe>/<model>/<run>"
         )
-    try:
-        run = read_json(path / "run.json")
-        summary = read_json(path / "summary.json") if (path / "summary.json").is_file() else None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RunDirError(f"{str(path)!r}: unreadable run files ({e})") from None
+
+    def read(name: str):
+        try:
+            return read_json(path / name)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise RunDirError(
+                f"{str(path / name)!r} is not readable JSON ({e}); expected the file `probe run` "
+                "writes"
+            ) from None
+
+    run = read("run.json")
+    summary = read("summary.json") if (path / "summary.json").is_file() else None
     check_shape(path / "run.json", run, {"schema_version": int})
     if run.get("schema_version") != SCHEMA_VERSION:
         raise RunDirError(
