@@ -9,7 +9,7 @@ import click
 from probes.cli.errors import BadInput
 
 
-@click.group("synth")
+@click.group("synth", context_settings={"help_option_names": ["-h", "--help"]})
 def synth_group() -> None:
     """Show generated pairs, examples and training batches of the synthetic language."""
 
