@@ -41,6 +41,16 @@ def test_sigterm_records_interrupted_says_so_and_exits_143(tmp_path):
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
 
 
+def test_sigint_records_interrupted_says_so_and_exits_130(tmp_path):
+    proc, run_dir = start_run(tmp_path)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("interrupted")
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "interrupted" and not (run_dir / "summary.json").exists()
+
+
 def test_a_killed_run_reads_as_dead_and_report_lists_it_as_skipped(tmp_path):
     from click.testing import CliRunner
 
