@@ -12,6 +12,7 @@ Imports nothing heavy at module level: `probe --help` stays instant.
 
 from __future__ import annotations
 
+import errno
 import json
 import shlex
 import sys
@@ -22,6 +23,10 @@ import click
 
 from probes.cli.errors import EXIT_CHECK, EXIT_INTERRUPT, BadInput
 from probes.training.run import DEFAULT_OUT
+
+# Write failures that are this machine's state, not a bug: the disk is full, over quota or
+# read-only (exit 2 with the path; a resumed run continues from the last checkpoint).
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 
 
 @click.command("train")
@@ -124,6 +129,14 @@ def _train(
         result = training.run(prepared, quiet=quiet or as_json, command=command)
     except (ConfigError, RunDirError, CheckpointError) as e:
         raise BadInput(str(e)) from None
+    except OSError as e:
+        if e.errno not in _ENVIRONMENT_ERRNOS:
+            raise
+        where = e.filename or prepared.job.run_dir
+        raise BadInput(
+            f"cannot write {where}: {e.strerror}; the last checkpoint is kept: make room and "
+            "continue with --resume"
+        ) from None
     except NonFiniteLossError as e:
         click.echo(f"error: {e}", err=True)
         return EXIT_CHECK
