@@ -40,7 +40,11 @@ def models_plot(path: Path, summary: dict) -> str | None:
     from probes.report import plots
 
     ids = [m["id"] for m in summary["models"]]
-    plots.forest_models(path, pts, ids, title=f"probe diagnose · {' · '.join(ids)}")
+    g = summary["geometry"]
+    g = next(iter(g.values())) if g and "mem_len" not in g else g  # per model: the first's
+    where = f" · mem {g['mem_len']} tgt {g['tgt_len']}" if g and "mem_len" in g else ""
+    # the legend names the models; the title stays one line however many there are
+    plots.forest_models(path, pts, ids, title=f"probe diagnose · {len(ids)} models{where}")
     return path.name
 
 
