@@ -40,7 +40,7 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save_file
 
 from txl.config import TXLConfig
-from txl.io import atomic_write, file_sha256
+from txl.io import atomic_write, file_sha256, follow_umask
 from txl.model import TransformerXL
 
 SCHEMA_VERSION = 1
@@ -142,6 +142,7 @@ def _write_checkpoint_files(
     atomic_write(tmp / CONFIG_FILE, _json_text(config, "config.json (model config + training)"))
     atomic_write(tmp / TOKENIZER_FILE, _json_text(tokenizer, "tokenizer"))
     save_file(_stored_tensors(model), str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
+    follow_umask(tmp / WEIGHTS_FILE)
     _fsync_file(tmp / WEIGHTS_FILE)
     if train_state is not None:
         torch.save(train_state, tmp / TRAIN_STATE_FILE)

@@ -38,6 +38,14 @@ def atomic_write_with(path: str | os.PathLike, write: Callable[[Path], None]) ->
         raise
 
 
+def follow_umask(path: str | os.PathLike) -> None:
+    """Give `path` the mode a plain open() gives a new file (0666 less the umask): some writers
+    (safetensors' save_file) create their files 0600."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
 def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
     """Replace `path` with `data` (text as UTF-8) atomically."""
     raw = data.encode("utf-8") if isinstance(data, str) else data

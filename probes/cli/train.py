@@ -41,7 +41,7 @@ _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 @click.option(
     "--out",
     default=None,
-    type=click.Path(path_type=Path),
+    type=click.Path(),
     help=f"Run directory (default: {DEFAULT_OUT}/PRESET).",
 )
 @click.option("--steps", default=None, type=int, help="Optimizer updates.")
@@ -64,7 +64,7 @@ _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 def train_command(
     preset: str | None,
     config_file: Path | None,
-    out: Path | None,
+    out: str | None,
     steps: int | None,
     resume: bool,
     device: str | None,
@@ -76,6 +76,10 @@ def train_command(
     as_json: bool,
 ) -> None:
     """Train a Transformer-XL on the synthetic language (resumable; CPU, CUDA, torchrun)."""
+    if out is not None and not out.strip():
+        raise BadInput(
+            f"--out {out!r} is empty; give a run directory (default: {DEFAULT_OUT}/PRESET)"
+        )
     explicit = [
         (k, v)
         for k, v in (
@@ -90,7 +94,15 @@ def train_command(
     command = shlex.join(["probe", *sys.argv[1:]]) if sys.argv else "probe train"
     try:
         code = _train(
-            preset, config_file, out, resume, explicit, overrides, quiet, as_json, command
+            preset,
+            config_file,
+            None if out is None else Path(out),
+            resume,
+            explicit,
+            overrides,
+            quiet,
+            as_json,
+            command,
         )
     except KeyboardInterrupt:  # before the loop's own handler is in place
         click.echo("interrupted", err=True)

@@ -160,9 +160,22 @@ def load_language(language: str | os.PathLike | None):
             f"--language {str(language)!r} does not exist; give a language JSON or a checkpoint"
         )
     try:
-        return Language.from_json(json.loads(p.read_text(encoding="utf-8")))
-    except (ValueError, OSError) as e:
-        raise ProbeInputError(f"--language {str(language)!r}: {e}") from None
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ProbeInputError(
+            f"--language {str(language)!r} is not a JSON file ({e}); give a language JSON "
+            "(`Language.to_json()`, a checkpoint's tokenizer.json) or a checkpoint directory"
+        ) from None
+    if not isinstance(data, dict):
+        raise ProbeInputError(
+            f"--language {str(language)!r} holds a JSON {type(data).__name__}, not a synth "
+            "language (a JSON object, as a checkpoint's tokenizer.json)"
+        )
+    try:
+        return Language.from_json(data)
+    except (ValueError, KeyError, TypeError) as e:
+        what = str(e).replace("tokenizer.json", p.name)  # name the file given
+        raise ProbeInputError(f"--language {str(language)!r}: {what}") from None
 
 
 def check_language(lm: Any, lang: Any, where: str) -> None:

@@ -181,19 +181,33 @@ class RunDir:
         (self.path / "summary.json").unlink(missing_ok=True)
         try:
             self.write_json("run.json", record)
-        except RunWriteError:
-            pass  # run.json stays "running", and with the lock released the run reads as dead
+        except RunWriteError:  # a full disk has no room for the temporary copy: rewrite in place
+            try:
+                with open(self.path / "run.json", "w", encoding="utf-8") as f:
+                    f.write(dumps(record))
+            except OSError:
+                pass  # run.json stays "running"; with the lock released the run reads as dead
 
     def finish(self, record: dict, *, passed: bool, elapsed_s: float) -> None:
         """The run ended: "complete", or "failed-check" when one of its own checks failed."""
+        with self.writing("samples.jsonl"):  # its last bytes on disk before "complete"
+            self._close_samples()
         record["status"] = "complete" if passed else "failed-check"
         record["elapsed_s"] = elapsed_s
         self.write_json("run.json", record)
 
+    def _close_samples(self) -> None:
+        f, self._samples = self._samples, None
+        if f is not None:
+            f.close()
+
     def close(self) -> None:
-        if self._samples is not None:
-            self._samples.close()
-            self._samples = None
+        """Close what is open however the run ended (a failing close of a run that already
+        ended in error changes nothing: finish() closes first when it succeeds)."""
+        try:
+            self._close_samples()
+        except OSError:
+            pass
 
 
 def _remove_if_empty(path: Path) -> None:
@@ -206,6 +220,8 @@ def _remove_if_empty(path: Path) -> None:
 # What `probe report` and `probe rerun` need of a run's files (top-level JSON types), checked on
 # load so that a malformed file is refused naming it, not met as a KeyError later.
 RUN_SHAPE = {"schema_version": int, "status": str}
+RUN_OPTIONAL = {"probe": dict, "options": dict, "params": dict, "synth": dict, "model": dict,
+                "group": list, "models": list, "geometry": dict}  # fmt: skip
 SUMMARY_SHAPE = {
     "probe": str,
     "version": int,
@@ -238,6 +254,23 @@ def check_shape(file: Path, data: Any, shape: dict[str, type]) -> None:
             )
 
 
+def check_optional(file: Path, data: dict, shape: dict[str, type]) -> None:
+    """Like check_shape for fields that may be absent (or null)."""
+    check_shape(file, data, {k: t for k, t in shape.items() if data.get(k) is not None})
+
+
+def check_nested(file: Path, data: dict, key: str, kind: type) -> None:
+    """Every value of the object `data[key]` (when present) has the JSON type `kind`."""
+    inner = data.get(key)
+    if isinstance(inner, dict):
+        for name, value in inner.items():
+            if not isinstance(value, kind):
+                raise RunDirError(
+                    f"{str(file)!r}: field {key}.{name} is {json.dumps(value)[:40]}; expected "
+                    f"{_JSON_TYPE[kind]} as `probe run` writes it"
+                )
+
+
 def load_run(path: Path) -> tuple[dict, dict | None]:
     """(run.json, summary.json or None if the run did not finish) of a run directory; a file
     that is not what `probe run` / `probe diagnose` writes is refused (RunDirError, one line)."""
@@ -265,12 +298,16 @@ def load_run(path: Path) -> tuple[dict, dict | None]:
             f"this version reads {SCHEMA_VERSION}"
         )
     check_shape(path / "run.json", run, RUN_SHAPE)
+    check_optional(path / "run.json", run, RUN_OPTIONAL)
+    if isinstance(run.get("probe"), dict):
+        check_optional(path / "run.json", run["probe"], {"name": str, "spec": str, "class": str})
     if summary is not None:  # its shape is the one of the run that run.json names
         diagnose = run.get("command") == "diagnose" or (
             isinstance(summary, dict) and summary.get("command") == "diagnose"
         )
         shape = DIAGNOSE_SHAPE if diagnose else SUMMARY_SHAPE if "probe" in run else {}
         check_shape(path / "summary.json", summary, shape)
+        check_nested(path / "summary.json", summary, "checks", dict)
     return run, summary
 
 
