@@ -1,6 +1,7 @@
-"""The shipped models (probes/models/default and its no-recurrence sibling default-mem0): they
-load, speak the language the probes write in, and `probe run fact-swap --quick --model default`
-runs. Skipped while a model is not there (it is trained separately and committed later); the
+"""The shipped models (probes/models/: the default, its no-recurrence sibling default-mem0, the
+ablation group and the deep models): they load, speak the language the probes write in, are what
+their COMMAND's preset trains, carry a compact training log, and `probe run fact-swap --quick
+--model default` runs. Skipped while a model is not there (it is trained separately and committed later); the
 other tests never use it."""
 
 import json
@@ -11,7 +12,9 @@ from click.testing import CliRunner
 from probes.framework.models import PACKAGE_MODELS
 from synth.language import Language
 
-NAMES = ("default", "default-mem0")
+NAMES = ("default", "default-mem0", "shaw", "abs", "learned-mem0", "deep", "deep4")
+PRESETS = {"default": "tiny", "default-mem0": "tiny-mem0", "shaw": "tiny-shaw", "abs": "tiny-abs",
+           "learned-mem0": "tiny-learned-mem0", "deep": "deep", "deep4": "deep4"}  # fmt: skip
 
 
 def shipped(name):
@@ -63,7 +66,7 @@ def test_shipped_sibling_has_the_same_recipe_and_budget_at_mem_0():
     assert sibling["model"]["mem_len"] == 0 and main["steps"] == sibling["steps"]
 
 
-@pytest.mark.parametrize(("name", "preset"), [("default", "tiny"), ("default-mem0", "tiny-mem0")])
+@pytest.mark.parametrize(("name", "preset"), PRESETS.items())
 def test_shipped_model_is_what_its_preset_trains(name, preset):
     """`nox -s train` (probe train --preset P --threads 1) retrains exactly this configuration."""
     from probes.training.presets import resolve_dict
@@ -115,3 +118,18 @@ def test_fact_swap_quick_runs_on_the_shipped_model(tmp_path):
     assert doc["probe"] == "fact-swap"
     assert doc["model"]["path"] == "default"  # a shipped model is recorded by its name
     assert doc["n_pairs"] > 0 and doc["run_dir"].startswith(str(tmp_path))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_shipped_model_names_its_command_and_carries_a_compact_log(name):
+    from txl.metrics_log import COLUMNS_KIND, MetricsLog
+
+    path = shipped(name)
+    command = (path / "COMMAND").read_text()
+    assert command.startswith("probe train ") and f"--preset {PRESETS[name]} " in command
+    raw = [json.loads(x) for x in (path / "metrics.jsonl").read_text().splitlines()]
+    assert sum(r["kind"] == COLUMNS_KIND for r in raw) == 1  # compact: per-step columns packed
+    records = MetricsLog(path / "metrics.jsonl").records()
+    steps = [r["step"] for r in records if r["kind"] == "train"]
+    assert steps == list(range(1, _training_config(name)["steps"] + 1))
+    assert (path / "metrics.jsonl").stat().st_size < 1_000_000
