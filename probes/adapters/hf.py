@@ -59,6 +59,7 @@ import numpy as np
 import torch
 
 from probes.adapters.hf_dir import RECURRENT, read_config
+from probes.adapters.hf_scoring import blank_scores, model_info, token_nll
 from probes.adapters.txl import DTYPES, AdapterError
 from probes.protocol import ModelInfo, TokenScores, check_inputs
 from probes.reach import UNBOUNDED, Horizon, doc_starts
@@ -250,27 +251,16 @@ class HFModel:
                 "window or shorter texts"
             )
 
-    @staticmethod
-    def _nll(logits: torch.Tensor, targets: np.ndarray):
-        t = torch.from_numpy(np.ascontiguousarray(targets, dtype=np.int64)).to(logits.device)
-        logp = torch.log_softmax(logits, dim=-1)
-        nll = -logp.gather(-1, t[..., None])[..., 0]
-        correct = logits.argmax(-1) == t
-        return nll.double().cpu().numpy(), correct.cpu().numpy()
-
     # -- evaluators --------------------------------------------------------------------------
 
     def score(self, tokens, doc_ids, positions, geometry) -> TokenScores:
         check_inputs(tokens, doc_ids, positions)
         if self.evaluator == "window":
             return self.score_window(tokens, doc_ids, positions, self.window(geometry), geometry)
-        tokens = np.maximum(np.asarray(tokens, dtype=np.int64), 0)
-        doc_ids = np.asarray(doc_ids, dtype=np.int64)
-        R, N = tokens.shape
-        nll = np.full((R, N), np.nan)
-        correct = np.zeros((R, N), dtype=bool)
-        if N < 2 or R == 0 or not positions.any():
+        tokens, doc_ids, nll, correct, nothing = blank_scores(tokens, doc_ids, positions)
+        if nothing:
             return TokenScores(nll, correct)
+        R = tokens.shape[0]
         step = max(1, self.max_rows(geometry))
         with torch.inference_mode():
             for a in range(0, R, step):
@@ -294,7 +284,7 @@ class HFModel:
         logits, _ = self._forward(tokens[:, :last], pos[:, :last], vis)
         nll = np.full((B, N), np.nan)
         correct = np.zeros((B, N), dtype=bool)
-        nll[:, 1 : last + 1], correct[:, 1 : last + 1] = self._nll(logits, tokens[:, 1 : last + 1])
+        nll[:, 1 : last + 1], correct[:, 1 : last + 1] = token_nll(logits, tokens[:, 1 : last + 1])
         return nll, correct
 
     def _sink_rows(self, doc_ids: np.ndarray, reset: bool) -> np.ndarray:
@@ -355,7 +345,7 @@ class HFModel:
             vis = self._visible(q, k, doc_ids[rows, s:e], doc_ids[rows][:, k], geometry.reset)
             vis &= (k[None, None, :] >= s - M) | sink[rows][:, k][:, None, :]
             logits, cache = self._forward(tokens[rows, s:e], pos[rows, s:e], vis, cache)
-            nll[rows, s + 1 : e + 1], correct[rows, s + 1 : e + 1] = self._nll(
+            nll[rows, s + 1 : e + 1], correct[rows, s + 1 : e + 1] = token_nll(
                 logits, tokens[rows, s + 1 : e + 1]
             )
             active = running
@@ -374,13 +364,10 @@ class HFModel:
         check_inputs(tokens, doc_ids, positions)
         from probes.adapters.txl import fork_plan
 
-        tokens = np.maximum(np.asarray(tokens, dtype=np.int64), 0)
-        doc_ids = np.asarray(doc_ids, dtype=np.int64)
-        R, N = tokens.shape
-        nll = np.full((R, N), np.nan)
-        correct = np.zeros((R, N), dtype=bool)
-        if N < 2 or R == 0 or not positions.any():
+        tokens, doc_ids, nll, correct, nothing = blank_scores(tokens, doc_ids, positions)
+        if nothing:
             return TokenScores(nll, correct)
+        N = tokens.shape[1]
         T = geometry.tgt_len
         plan = fork_plan(positions, np.asarray(parent), np.asarray(shared), T, N)
         with torch.inference_mode():
@@ -394,11 +381,8 @@ class HFModel:
         `window` tokens before it (from its query's document start under reset), positions from
         0 at the window start."""
         check_inputs(tokens, doc_ids, positions)
-        tokens = np.maximum(np.asarray(tokens, dtype=np.int64), 0)
-        doc_ids = np.asarray(doc_ids, dtype=np.int64)
-        R, N = tokens.shape
-        nll = np.full((R, N), np.nan)
-        correct = np.zeros((R, N), dtype=bool)
+        tokens, doc_ids, nll, correct, _ = blank_scores(tokens, doc_ids, positions)
+        R = tokens.shape[0]
         window = int(window)
         if window < 1:
             raise ValueError(f"a window of {window} tokens predicts nothing; need >= 1")
@@ -431,7 +415,7 @@ class HFModel:
                 ends = torch.tensor([t - a - 1 for _, t, a in chunk])
                 picked = logits[torch.arange(len(chunk)), ends.to(logits.device)]
                 targets = np.array([tokens[r, t] for r, t, _ in chunk])
-                n, c = self._nll(picked, targets)
+                n, c = token_nll(picked, targets)
                 for j, (r, t, _) in enumerate(chunk):
                     nll[r, t], correct[r, t] = n[j], c[j]
         return TokenScores(nll, correct)
@@ -525,46 +509,21 @@ def load(
     resolved = p.resolve()
     sha = weights_sha256(resolved)
     config = model.config
+    common = dict(model_id=model_id, evaluator=evaluator, dtype=dtype, device=device)
     if recurrent:
-        info = ModelInfo(
-            id=model_id or f"{resolved.name}-{sha[:8]}",
-            path=str(resolved),
-            sha256=sha,
-            config=raw,
-            n_layer=int(config.num_hidden_layers),
-            train_tgt_len=0,
-            train_mem_len=0,
-            vocab_size=int(config.vocab_size),
-            evaluator=evaluator,
-            dtype=dtype,
-            device=torch.device(device).type,
-            extra={
-                "library": "transformers",
-                "transformers_version": transformers.__version__,
-                "model_type": raw["model_type"],
-                "architecture": type(model).__name__,
-                **hf_state.info_extra(model, raw),
-            },
-        )
+        info = model_info(
+            model, raw, resolved, sha, train_tgt_len=0, extra=hf_state.info_extra(model, raw),
+            **common,
+        )  # fmt: skip
         return hf_state.HFStateModel(model, info, evaluator=evaluator, dtype=dtype)
     limit = _max_positions(config)
-    info = ModelInfo(
-        id=model_id or f"{resolved.name}-{sha[:8]}",
-        path=str(resolved),
-        sha256=sha,
-        config=raw,
-        n_layer=int(config.num_hidden_layers),
+    info = model_info(
+        model,
+        raw,
+        resolved,
+        sha,
         train_tgt_len=int(limit or 0),
-        train_mem_len=0,
-        vocab_size=int(config.vocab_size),
-        evaluator=evaluator,
-        dtype=dtype,
-        device=torch.device(device).type,
         extra={
-            "library": "transformers",
-            "transformers_version": transformers.__version__,
-            "model_type": raw["model_type"],
-            "architecture": type(model).__name__,
             "max_positions": limit,
             "sliding_window": _sliding_window(config),
             "positions": "rotary"
@@ -578,6 +537,7 @@ def load(
                 else {}
             ),
         },
+        **common,
     )
     return HFModel(
         model,

@@ -35,6 +35,7 @@ import itertools
 import numpy as np
 import torch
 
+from probes.adapters.hf_scoring import blank_scores, token_nll
 from probes.adapters.txl import DTYPES, AdapterError
 from probes.protocol import ModelInfo, TokenScores, check_inputs
 from probes.reach import Horizon, doc_starts
@@ -127,27 +128,16 @@ class HFStateModel:
     def _chunks(self, n: int, length: int) -> int:
         return max(1, min(n, BUDGET // max(1, length * self._per_token_bytes())))
 
-    @staticmethod
-    def _nll(logits: torch.Tensor, targets: np.ndarray):
-        t = torch.from_numpy(np.ascontiguousarray(targets, dtype=np.int64)).to(logits.device)
-        logp = torch.log_softmax(logits, dim=-1)
-        nll = -logp.gather(-1, t[..., None])[..., 0]
-        correct = logits.argmax(-1) == t
-        return nll.double().cpu().numpy(), correct.cpu().numpy()
-
     # -- evaluators --------------------------------------------------------------------------
 
     def score(self, tokens, doc_ids, positions, geometry) -> TokenScores:
         check_inputs(tokens, doc_ids, positions)
         if self.evaluator == "window":
             return self.score_window(tokens, doc_ids, positions, self.window(geometry), geometry)
-        tokens = np.maximum(np.asarray(tokens, dtype=np.int64), 0)
-        doc_ids = np.asarray(doc_ids, dtype=np.int64)
-        R, N = tokens.shape
-        nll = np.full((R, N), np.nan)
-        correct = np.zeros((R, N), dtype=bool)
-        if N < 2 or R == 0 or not positions.any():
+        tokens, doc_ids, nll, correct, nothing = blank_scores(tokens, doc_ids, positions)
+        if nothing:
             return TokenScores(nll, correct)
+        R = tokens.shape[0]
         rr, tt = np.nonzero(positions)
         if (doc_ids[rr, tt - 1] < 0).any():
             raise ValueError("a scored token follows padding: nothing predicts it")
@@ -164,7 +154,7 @@ class HFStateModel:
                 for j, (r, a, b) in enumerate(chunk):
                     ids[j, : b - a] = tokens[r, a:b]
                     targets[j, : b - a] = tokens[r, a + 1 : b + 1]
-                n, c = self._nll(self._forward(ids), targets)
+                n, c = token_nll(self._forward(ids), targets)
                 for j, (r, a, b) in enumerate(chunk):
                     nll[r, a + 1 : b + 1], correct[r, a + 1 : b + 1] = n[j, : b - a], c[j, : b - a]
         nll[~positions] = np.nan
@@ -176,11 +166,8 @@ class HFStateModel:
         fresh state over the `window` tokens before it (from its query's document start under
         reset)."""
         check_inputs(tokens, doc_ids, positions)
-        tokens = np.maximum(np.asarray(tokens, dtype=np.int64), 0)
-        doc_ids = np.asarray(doc_ids, dtype=np.int64)
-        R, N = tokens.shape
-        nll = np.full((R, N), np.nan)
-        correct = np.zeros((R, N), dtype=bool)
+        tokens, doc_ids, nll, correct, _ = blank_scores(tokens, doc_ids, positions)
+        R = tokens.shape[0]
         window = int(window)
         if window < 1:
             raise ValueError(f"a window of {window} tokens predicts nothing; need >= 1")
@@ -205,7 +192,7 @@ class HFStateModel:
                 logits = self._forward(ids)
                 ends = torch.tensor([t - a - 1 for _, t, a in chunk], device=logits.device)
                 picked = logits[torch.arange(len(chunk), device=logits.device), ends]
-                n, c = self._nll(picked, np.array([tokens[r, t] for r, t, _ in chunk]))
+                n, c = token_nll(picked, np.array([tokens[r, t] for r, t, _ in chunk]))
                 for j, (r, t, _) in enumerate(chunk):
                     nll[r, t], correct[r, t] = n[j], c[j]
         return TokenScores(nll, correct)
