@@ -16,7 +16,7 @@ transformers = __import__("transformers") if REQUIRED else pytest.importorskip("
 
 from click.testing import CliRunner  # noqa: E402
 
-from probes.adapters import hf  # noqa: E402
+from probes.adapters import hf, hf_load  # noqa: E402
 from probes.adapters.txl import AdapterError  # noqa: E402
 from probes.cli.main import cli  # noqa: E402
 from probes.testing import TRANSFORMERS_FAMILIES, tiny_checkpoint, tiny_transformers  # noqa: E402
@@ -42,7 +42,7 @@ _loaded: dict = {}
 def lm(dirs, family, evaluator, sinks=None):
     key = (family, evaluator, sinks)
     if key not in _loaded:
-        _loaded[key] = hf.load(dirs[family], evaluator=evaluator, sinks=sinks)
+        _loaded[key] = hf_load.load(dirs[family], evaluator=evaluator, sinks=sinks)
     return _loaded[key]
 
 
@@ -199,20 +199,20 @@ def test_a_directory_that_is_not_a_usable_model_is_refused_naming_the_path(dirs,
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(AdapterError, match=r"has no config\.json") as e:
-        hf.load(empty)
+        hf_load.load(empty)
     assert str(empty) in str(e.value)
     no_type = tmp_path / "no-type"
     no_type.mkdir()
     (no_type / "config.json").write_text("{}")
     with pytest.raises(AdapterError, match="no model_type"):
-        hf.load(no_type)
+        hf_load.load(no_type)
     no_weights = tmp_path / "no-weights"
     no_weights.mkdir()
     (no_weights / "config.json").write_text((Path(dirs["llama"]) / "config.json").read_text())
     with pytest.raises(AdapterError, match="no safetensors weights"):
-        hf.load(no_weights)
+        hf_load.load(no_weights)
     with pytest.raises(AdapterError, match="does not fit a transformers model"):
-        hf.load(dirs["llama"], evaluator="cached")
+        hf_load.load(dirs["llama"], evaluator="cached")
 
 
 def invoke(args):

@@ -17,7 +17,7 @@ transformers = __import__("transformers") if REQUIRED else pytest.importorskip("
 
 from click.testing import CliRunner  # noqa: E402
 
-from probes.adapters import hf, hf_state  # noqa: E402
+from probes.adapters import hf_load, hf_state  # noqa: E402
 from probes.adapters.txl import AdapterError  # noqa: E402
 from probes.cli.main import cli  # noqa: E402
 from probes.reach import UNBOUNDED  # noqa: E402
@@ -40,7 +40,7 @@ _loaded: dict = {}
 def lm(dirs, family, evaluator=None):
     key = (family, evaluator)
     if key not in _loaded:
-        _loaded[key] = hf.load(dirs[family], evaluator=evaluator)
+        _loaded[key] = hf_load.load(dirs[family], evaluator=evaluator)
     return _loaded[key]
 
 
@@ -191,7 +191,7 @@ def test_window_on_a_recurrent_model_is_a_fresh_state_over_exactly_W_tokens(dirs
 def test_attention_evaluators_on_a_recurrent_model_are_refused_naming_what_fits(dirs, family):
     for evaluator in ("full", "stream", "sinks"):
         with pytest.raises(AdapterError, match="use state or window") as e:
-            hf.load(dirs[family], evaluator=evaluator)
+            hf_load.load(dirs[family], evaluator=evaluator)
         assert str(dirs[family]) in str(e.value) and family in str(e.value)
     with pytest.raises(ValueError, match="--evaluator state carries the recurrent state"):
         lm(dirs, family).check_geometry(geo(mem=64))
@@ -200,7 +200,7 @@ def test_attention_evaluators_on_a_recurrent_model_are_refused_naming_what_fits(
 def test_state_on_a_transformer_is_refused(tmp_path):
     llama = tiny_transformers(tmp_path / "llama", "llama", max_positions=64)
     with pytest.raises(AdapterError, match="state is for recurrent models"):
-        hf.load(llama, evaluator="state")
+        hf_load.load(llama, evaluator="state")
 
 
 def invoke(args):

@@ -3,7 +3,7 @@ and transformers, loaded only when a run starts). docs/design.md, *Models this p
 train*, says what each evaluator means; this docstring says how it is computed.
 
 A model directory is what `save_pretrained` writes: `config.json` with a `model_type` and
-safetensors weights. It is loaded with `local_files_only=True`, never `trust_remote_code`, with
+safetensors weights. `hf_load.load` loads it with `local_files_only=True`, never `trust_remote_code`, with
 the eager attention implementation (the additive mask below is used as given), in float32 unless
 told otherwise (bfloat16 on request, recorded; logits are upcast to float32 before the NLL).
 
@@ -51,15 +51,10 @@ batch may keep different sinks.
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-
 import numpy as np
 import torch
 
-from probes.adapters.hf_dir import RECURRENT, read_config
-from probes.adapters.hf_scoring import blank_scores, model_info, token_nll
+from probes.adapters.hf_scoring import blank_scores, token_nll
 from probes.adapters.txl import DTYPES, AdapterError
 from probes.protocol import ModelInfo, TokenScores, check_inputs
 from probes.reach import UNBOUNDED, Horizon, doc_starts
@@ -71,23 +66,7 @@ DEFAULT_SINKS = 4
 DEFAULT_TGT_LEN = 64
 
 
-def weights_sha256(path: Path) -> str:
-    """sha256 of model.safetensors, or of the index and every shard it names, in order."""
-    import hashlib
-
-    from txl.io import file_sha256
-
-    single = path / "model.safetensors"
-    if single.is_file():
-        return file_sha256(single)
-    index = json.loads((path / "model.safetensors.index.json").read_text(encoding="utf-8"))
-    h = hashlib.sha256()
-    for shard in sorted(set(index.get("weight_map", {}).values())):
-        h.update(file_sha256(path / shard).encode())
-    return h.hexdigest()
-
-
-def _max_positions(config) -> int | None:
+def max_positions_of(config) -> int | None:
     for name in ("n_positions", "max_position_embeddings", "n_ctx", "max_seq_len"):
         v = getattr(config, name, None)
         if isinstance(v, int) and v > 0:
@@ -95,21 +74,21 @@ def _max_positions(config) -> int | None:
     return None
 
 
-def _rope_type(config) -> str | None:
+def rope_type_of(config) -> str | None:
     params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
     if isinstance(params, dict):
         return params.get("rope_type") or params.get("type")
     return None
 
 
-def _sliding_window(config) -> int | None:
+def sliding_window_of(config) -> int | None:
     types = getattr(config, "layer_types", None)
     if types and len(set(types)) > 1:
         raise AdapterError(
             f"model_type {config.model_type!r} mixes attention kinds across layers "
             f"({', '.join(sorted(set(types)))}); one mask per call cannot express that yet"
         )
-    if getattr(config, "use_sliding_window", True) is False:
+    if getattr(config, "usesliding_window_of", True) is False:
         return None
     sw = getattr(config, "sliding_window", None)
     return int(sw) if isinstance(sw, int) and sw > 0 else None
@@ -144,15 +123,15 @@ class HFModel:
         config = model.config
         self.config = config
         self.n_layer = int(config.num_hidden_layers)
-        self.max_positions = _max_positions(config)
-        self.sliding_window = _sliding_window(config)
+        self.max_positions = max_positions_of(config)
+        self.sliding_window = sliding_window_of(config)
         self.rotary = any("rotary" in name.lower() for name, _ in model.named_modules())
         self.device = next(model.parameters()).device
         import inspect
 
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
-        rope = _rope_type(config)
+        rope = rope_type_of(config)
         if evaluator in ("stream", "sinks") and rope == "dynamic":
             raise AdapterError(
                 f"--evaluator {evaluator}: dynamic rope scaling rescales with the current "
@@ -435,114 +414,3 @@ def _select(cache, index: np.ndarray, device, rows: np.ndarray | None = None):
             keys, values = keys.index_select(0, rx), values.index_select(0, rx)
         data.append((keys, values))
     return DynamicCache(ddp_cache_data=data)
-
-
-def load(
-    path: str | os.PathLike,
-    *,
-    evaluator: str | None = None,
-    device: str = "cpu",
-    dtype: str = "float32",
-    sinks: int | None = None,
-    model_id: str | None = None,
-) -> HFModel:
-    """A LossModel from a transformers model directory. AdapterError (one line, naming the path)
-    when it is not usable as asked."""
-    from probes.adapters import hf_state
-
-    p = Path(path)
-    try:
-        raw = read_config(p)
-    except ValueError as e:
-        raise AdapterError(str(e)) from None
-    if dtype not in ("float32", "bfloat16", "float64"):
-        raise AdapterError(f"--dtype {dtype!r}: use float32, bfloat16 or float64")
-    recurrent = raw["model_type"] in RECURRENT
-    if recurrent:
-        evaluator = evaluator or hf_state.DEFAULT_STATE_EVALUATOR
-        if evaluator not in hf_state.STATE_EVALUATORS:
-            raise AdapterError(
-                f"--evaluator {evaluator!r} does not fit the recurrent model {str(path)!r} "
-                f"(model_type {raw['model_type']!r}); use "
-                f"{' or '.join(hf_state.STATE_EVALUATORS)}"
-            )
-    else:
-        evaluator = evaluator or DEFAULT_EVALUATOR
-        if evaluator not in EVALUATORS:
-            raise AdapterError(
-                f"--evaluator {evaluator!r} does not fit a transformers model ({str(path)!r}); "
-                f"use {', '.join(EVALUATORS)}"
-                + (" (state is for recurrent models: mamba, rwkv)" if evaluator == "state" else "")
-            )
-    if sinks is not None and evaluator != "sinks":
-        raise AdapterError(f"--sinks applies to --evaluator sinks only, not {evaluator}")
-    try:
-        import transformers
-        from transformers import AutoModelForCausalLM
-    except ImportError:
-        raise AdapterError(
-            f"--model {str(path)!r} is a transformers model; install the extra: "
-            "pip install -e .[hf]"
-        ) from None
-    if int(transformers.__version__.split(".")[0]) < 5:
-        raise AdapterError(
-            f"--model {str(path)!r}: transformers {transformers.__version__} is too old; "
-            "need >= 5 (pip install -e .[hf])"
-        )
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()  # stderr belongs to the run's own progress
-    hf_logging.disable_progress_bar()
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
-            str(p),
-            local_files_only=True,
-            trust_remote_code=False,
-            use_safetensors=True,
-            dtype=DTYPES[dtype],
-            **({} if recurrent else {"attn_implementation": "eager"}),
-        )
-    except Exception as e:  # transformers raises many kinds; all mean "not usable"
-        msg = " ".join(str(e).split())[:300]
-        raise AdapterError(f"--model {str(path)!r}: transformers cannot load it ({msg})") from None
-    model = model.to(device).eval()
-    resolved = p.resolve()
-    sha = weights_sha256(resolved)
-    config = model.config
-    common = dict(model_id=model_id, evaluator=evaluator, dtype=dtype, device=device)
-    if recurrent:
-        info = model_info(
-            model, raw, resolved, sha, train_tgt_len=0, extra=hf_state.info_extra(model, raw),
-            **common,
-        )  # fmt: skip
-        return hf_state.HFStateModel(model, info, evaluator=evaluator, dtype=dtype)
-    limit = _max_positions(config)
-    info = model_info(
-        model,
-        raw,
-        resolved,
-        sha,
-        train_tgt_len=int(limit or 0),
-        extra={
-            "max_positions": limit,
-            "sliding_window": _sliding_window(config),
-            "positions": "rotary"
-            if any("rotary" in n.lower() for n, _ in model.named_modules())
-            else "absolute",
-            "rope_type": _rope_type(config),
-            "attn_implementation": "eager",
-            **(
-                {"sinks": DEFAULT_SINKS if sinks is None else int(sinks)}
-                if evaluator == "sinks"
-                else {}
-            ),
-        },
-        **common,
-    )
-    return HFModel(
-        model,
-        info,
-        evaluator=evaluator,
-        dtype=dtype,
-        sinks=DEFAULT_SINKS if sinks is None else int(sinks),
-    )

@@ -227,9 +227,9 @@ class ModelCache:
 
             try:
                 if is_transformers_dir(source):
-                    from probes.adapters import hf
+                    from probes.adapters import hf_load
 
-                    lm = hf.load(
+                    lm = hf_load.load(
                         source, evaluator=evaluator, device=device, dtype=dtype, sinks=sinks
                     )
                 elif sinks is not None:

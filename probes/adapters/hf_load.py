@@ -1,0 +1,150 @@
+"""Loading a transformers model directory as a LossModel (the `hf` extra): what `--model DIR` or
+`hf:DIR` reaches. The directory is what `save_pretrained` writes; it is loaded offline
+(`local_files_only`, never `trust_remote_code`), and a recurrent `model_type` goes to the `state`
+adapter (`hf_state.py`), every other causal LM to the attention adapter (`hf.py`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from probes.adapters.hf import (
+    DEFAULT_EVALUATOR,
+    DEFAULT_SINKS,
+    EVALUATORS,
+    HFModel,
+    max_positions_of,
+    rope_type_of,
+    sliding_window_of,
+)
+from probes.adapters.hf_dir import RECURRENT, read_config
+from probes.adapters.hf_scoring import model_info
+from probes.adapters.txl import DTYPES, AdapterError
+
+
+def weights_sha256(path: Path) -> str:
+    """sha256 of model.safetensors, or of the index and every shard it names, in order."""
+    import hashlib
+
+    from txl.io import file_sha256
+
+    single = path / "model.safetensors"
+    if single.is_file():
+        return file_sha256(single)
+    index = json.loads((path / "model.safetensors.index.json").read_text(encoding="utf-8"))
+    h = hashlib.sha256()
+    for shard in sorted(set(index.get("weight_map", {}).values())):
+        h.update(file_sha256(path / shard).encode())
+    return h.hexdigest()
+
+
+def load(
+    path: str | os.PathLike,
+    *,
+    evaluator: str | None = None,
+    device: str = "cpu",
+    dtype: str = "float32",
+    sinks: int | None = None,
+    model_id: str | None = None,
+) -> HFModel:
+    """A LossModel from a transformers model directory. AdapterError (one line, naming the path)
+    when it is not usable as asked."""
+    from probes.adapters import hf_state
+
+    p = Path(path)
+    try:
+        raw = read_config(p)
+    except ValueError as e:
+        raise AdapterError(str(e)) from None
+    if dtype not in ("float32", "bfloat16", "float64"):
+        raise AdapterError(f"--dtype {dtype!r}: use float32, bfloat16 or float64")
+    recurrent = raw["model_type"] in RECURRENT
+    if recurrent:
+        evaluator = evaluator or hf_state.DEFAULT_STATE_EVALUATOR
+        if evaluator not in hf_state.STATE_EVALUATORS:
+            raise AdapterError(
+                f"--evaluator {evaluator!r} does not fit the recurrent model {str(path)!r} "
+                f"(model_type {raw['model_type']!r}); use "
+                f"{' or '.join(hf_state.STATE_EVALUATORS)}"
+            )
+    else:
+        evaluator = evaluator or DEFAULT_EVALUATOR
+        if evaluator not in EVALUATORS:
+            raise AdapterError(
+                f"--evaluator {evaluator!r} does not fit a transformers model ({str(path)!r}); "
+                f"use {', '.join(EVALUATORS)}"
+                + (" (state is for recurrent models: mamba, rwkv)" if evaluator == "state" else "")
+            )
+    if sinks is not None and evaluator != "sinks":
+        raise AdapterError(f"--sinks applies to --evaluator sinks only, not {evaluator}")
+    try:
+        import transformers
+        from transformers import AutoModelForCausalLM
+    except ImportError:
+        raise AdapterError(
+            f"--model {str(path)!r} is a transformers model; install the extra: "
+            "pip install -e .[hf]"
+        ) from None
+    if int(transformers.__version__.split(".")[0]) < 5:
+        raise AdapterError(
+            f"--model {str(path)!r}: transformers {transformers.__version__} is too old; "
+            "need >= 5 (pip install -e .[hf])"
+        )
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # stderr belongs to the run's own progress
+    hf_logging.disable_progress_bar()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(p),
+            local_files_only=True,
+            trust_remote_code=False,
+            use_safetensors=True,
+            dtype=DTYPES[dtype],
+            **({} if recurrent else {"attn_implementation": "eager"}),
+        )
+    except Exception as e:  # transformers raises many kinds; all mean "not usable"
+        msg = " ".join(str(e).split())[:300]
+        raise AdapterError(f"--model {str(path)!r}: transformers cannot load it ({msg})") from None
+    model = model.to(device).eval()
+    resolved = p.resolve()
+    sha = weights_sha256(resolved)
+    config = model.config
+    common = dict(model_id=model_id, evaluator=evaluator, dtype=dtype, device=device)
+    if recurrent:
+        info = model_info(
+            model, raw, resolved, sha, train_tgt_len=0, extra=hf_state.info_extra(model, raw),
+            **common,
+        )  # fmt: skip
+        return hf_state.HFStateModel(model, info, evaluator=evaluator, dtype=dtype)
+    limit = max_positions_of(config)
+    info = model_info(
+        model,
+        raw,
+        resolved,
+        sha,
+        train_tgt_len=int(limit or 0),
+        extra={
+            "max_positions": limit,
+            "sliding_window": sliding_window_of(config),
+            "positions": "rotary"
+            if any("rotary" in n.lower() for n, _ in model.named_modules())
+            else "absolute",
+            "rope_type": rope_type_of(config),
+            "attn_implementation": "eager",
+            **(
+                {"sinks": DEFAULT_SINKS if sinks is None else int(sinks)}
+                if evaluator == "sinks"
+                else {}
+            ),
+        },
+        **common,
+    )
+    return HFModel(
+        model,
+        info,
+        evaluator=evaluator,
+        dtype=dtype,
+        sinks=DEFAULT_SINKS if sinks is None else int(sinks),
+    )
