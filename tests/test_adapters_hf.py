@@ -346,3 +346,11 @@ def test_score_shared_equals_score(dirs, family, evaluator, mem, tgt, reset):
     assert (forked.correct == plain.correct).all()
     b = (29 // tgt) * tgt  # row 2 forked from row 0 at the last boundary <= 29
     assert np.array_equal(forked.nll[2, 1 : b + 1], forked.nll[0, 1 : b + 1])
+
+
+def test_the_row_memory_estimate_grows_with_the_memory_it_is_asked_about(dirs):
+    from probes.protocol import geometry, row_bytes
+
+    m = lm(dirs, "llama", "stream")
+    small, big = (row_bytes(m, geometry(m, mem_len=k)) for k in (16, 4096))
+    assert 0 < small < big and m.max_rows(geometry(m, mem_len=16)) >= 1

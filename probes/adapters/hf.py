@@ -171,17 +171,21 @@ class HFModel:
             )
         return Horizon.of(geometry, self.n_layer, sliding_window=sw)
 
-    def max_rows(self, geometry: Geometry, budget_bytes: int = 400 * 2**20) -> int:
+    def row_bytes(self, geometry: Geometry) -> int:
+        """Bytes one row of a forward needs at `geometry` (an estimate, checked before a run
+        starts): one layer's attention scores, the KV cache of every layer, the logits."""
         c = self.config
         keys = geometry.mem_len + geometry.tgt_len
         d = int(getattr(c, "hidden_size", 256))
         heads = int(getattr(c, "num_attention_heads", 4))
-        per_row = 4 * (
+        return 4 * (
             3 * heads * geometry.tgt_len * keys
             + 2 * (self.n_layer + 1) * keys * d
             + 2 * geometry.tgt_len * int(c.vocab_size)
         )
-        return max(1, min(64, budget_bytes // max(per_row, 1)))
+
+    def max_rows(self, geometry: Geometry, budget_bytes: int = 400 * 2**20) -> int:
+        return max(1, min(64, budget_bytes // max(self.row_bytes(geometry), 1)))
 
     # -- the one forward ---------------------------------------------------------------------
 

@@ -114,9 +114,16 @@ class HFStateModel:
         # the scan's (inner × state) per token, the logits and their log-softmax
         return 4 * (4 * inner * n + 8 * d + 3 * int(c.vocab_size))
 
+    def _row_length(self, geometry: Geometry) -> int:
+        return max(1, self.window(geometry) if self.evaluator == "window" else 1024)
+
+    def row_bytes(self, geometry: Geometry) -> int:
+        """Bytes one forward row needs (an estimate, checked before a run starts): the scan's
+        state and the logits of every token of a row (`window`: W tokens; `state`: 1,024)."""
+        return self._row_length(geometry) * self._per_token_bytes()
+
     def max_rows(self, geometry: Geometry) -> int:
-        length = max(1, self.window(geometry) if self.evaluator == "window" else 1024)
-        return max(1, min(64, BUDGET // (length * self._per_token_bytes())))
+        return max(1, min(64, BUDGET // self.row_bytes(geometry)))
 
     # -- the one forward ---------------------------------------------------------------------
 
