@@ -15,6 +15,7 @@ REQUIRED = os.environ.get("TXL_REQUIRE_HF") == "1"
 transformers = __import__("transformers") if REQUIRED else pytest.importorskip("transformers")
 
 from click.testing import CliRunner  # noqa: E402
+from token_rows import rows  # noqa: E402
 
 from probes.adapters import hf, hf_load  # noqa: E402
 from probes.adapters.txl import AdapterError  # noqa: E402
@@ -44,17 +45,6 @@ def lm(dirs, family, evaluator, sinks=None):
     if key not in _loaded:
         _loaded[key] = hf_load.load(dirs[family], evaluator=evaluator, sinks=sinks)
     return _loaded[key]
-
-
-def rows(n=48, b=2, boundary=None, seed=0):
-    rng = np.random.default_rng(seed)
-    tokens = rng.integers(0, V, (b, n))
-    docs = np.zeros((b, n), dtype=np.int64)
-    if boundary is not None:
-        docs[:, boundary:] = 1
-    scored = np.ones((b, n), dtype=bool)
-    scored[:, 0] = False
-    return tokens, docs, scored
 
 
 def geo(mem, tgt, reset=True):

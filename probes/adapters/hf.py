@@ -54,8 +54,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from probes.adapters.hf_scoring import blank_scores, token_nll
-from probes.adapters.txl import DTYPES, AdapterError
+from probes.adapters.hf_scoring import HFBase, blank_scores, token_nll
+from probes.adapters.txl import AdapterError
 from probes.protocol import ModelInfo, TokenScores, check_inputs
 from probes.reach import UNBOUNDED, Horizon, doc_starts
 from txl.geometry import Geometry
@@ -94,7 +94,7 @@ def sliding_window_of(config) -> int | None:
     return int(sw) if isinstance(sw, int) and sw > 0 else None
 
 
-class HFModel:
+class HFModel(HFBase):
     """A transformers causal LM behind the LossModel protocol (see module docstring)."""
 
     def __init__(
@@ -111,22 +111,14 @@ class HFModel:
                 f"--evaluator {evaluator!r} does not fit a transformers model; use "
                 f"{', '.join(EVALUATORS)}"
             )
-        self.model = model
-        self.info = info
-        self.tokenizer = None  # reads the synth ids directly (checked by vocab size)
-        self.evaluator = evaluator
-        self.dtype_name = dtype
-        self.dtype = DTYPES[dtype]
+        super().__init__(model, info, evaluator=evaluator, dtype=dtype)
         self.sinks = int(sinks) if evaluator == "sinks" else 0
         if evaluator in ("stream", "sinks"):  # the protocol's optional capability
             self.score_shared = self._score_shared
-        config = model.config
-        self.config = config
-        self.n_layer = int(config.num_hidden_layers)
+        config = self.config
         self.max_positions = max_positions_of(config)
         self.sliding_window = sliding_window_of(config)
         self.rotary = any("rotary" in name.lower() for name, _ in model.named_modules())
-        self.device = next(model.parameters()).device
         import inspect
 
         params = inspect.signature(model.forward).parameters

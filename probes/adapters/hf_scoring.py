@@ -1,5 +1,6 @@
 """What the transformers adapters (attention: `hf.py`; recurrent state: `hf_state.py`) share: the
-per-token NLL of logits, the empty result a `score` call fills, and the ModelInfo they record."""
+fields every adapter object holds, the per-token NLL of logits, the empty result a `score` call
+fills, and the ModelInfo they record."""
 
 from __future__ import annotations
 
@@ -9,7 +10,24 @@ from typing import Any
 import numpy as np
 import torch
 
+from probes.adapters.txl import DTYPES
 from probes.protocol import ModelInfo
+
+
+class HFBase:
+    """A loaded transformers model and what every adapter around it records (the model reads the
+    synth ids directly: `tokenizer` is None, the runner checks the vocabulary's size)."""
+
+    def __init__(self, model, info: ModelInfo, *, evaluator: str, dtype: str) -> None:
+        self.model = model
+        self.info = info
+        self.tokenizer = None
+        self.evaluator = evaluator
+        self.dtype_name = dtype
+        self.dtype = DTYPES[dtype]
+        self.config = model.config
+        self.n_layer = int(self.config.num_hidden_layers)
+        self.device = next(model.parameters()).device
 
 
 def token_nll(logits: torch.Tensor, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -35,8 +35,8 @@ import itertools
 import numpy as np
 import torch
 
-from probes.adapters.hf_scoring import blank_scores, token_nll
-from probes.adapters.txl import DTYPES, AdapterError
+from probes.adapters.hf_scoring import HFBase, blank_scores, token_nll
+from probes.adapters.txl import AdapterError
 from probes.protocol import ModelInfo, TokenScores, check_inputs
 from probes.reach import Horizon, doc_starts
 from txl.geometry import Geometry
@@ -60,7 +60,7 @@ def runs(doc_ids: np.ndarray, reset: bool) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in itertools.pairwise(bounds) if d[a] >= 0]
 
 
-class HFStateModel:
+class HFStateModel(HFBase):
     """A recurrent transformers causal LM behind the LossModel protocol (module docstring)."""
 
     def __init__(self, model, info: ModelInfo, *, evaluator: str, dtype: str = "float32"):
@@ -69,15 +69,7 @@ class HFStateModel:
                 f"--evaluator {evaluator!r} does not fit a recurrent model; use "
                 f"{', '.join(STATE_EVALUATORS)}"
             )
-        self.model = model
-        self.info = info
-        self.tokenizer = None  # reads the synth ids directly (checked by vocab size)
-        self.evaluator = evaluator
-        self.dtype_name = dtype
-        self.dtype = DTYPES[dtype]
-        self.config = model.config
-        self.n_layer = int(self.config.num_hidden_layers)
-        self.device = next(model.parameters()).device
+        super().__init__(model, info, evaluator=evaluator, dtype=dtype)
 
     # -- geometry and horizon ---------------------------------------------------------------
 
