@@ -26,8 +26,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import uuid
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,7 +38,7 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save_file
 
 from txl.config import TXLConfig
-from txl.io import atomic_write, file_sha256, follow_umask
+from txl.io import atomic_write, file_sha256, follow_umask, replace_dir
 from txl.model import TransformerXL
 
 SCHEMA_VERSION = 1
@@ -112,19 +110,6 @@ def _json_text(obj: Any, what: str) -> str:
         ) from e
 
 
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_checkpoint_files(
     tmp: Path,
     model: TransformerXL,
@@ -143,15 +128,12 @@ def _write_checkpoint_files(
     atomic_write(tmp / TOKENIZER_FILE, _json_text(tokenizer, "tokenizer"))
     save_file(_stored_tensors(model), str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
     follow_umask(tmp / WEIGHTS_FILE)
-    _fsync_file(tmp / WEIGHTS_FILE)
     if train_state is not None:
         torch.save(train_state, tmp / TRAIN_STATE_FILE)
-        _fsync_file(tmp / TRAIN_STATE_FILE)
     if rng is not None:
         atomic_write(tmp / RNG_FILE, _json_text(rng, "rng"))
     for name, text in extra_files.items():
         atomic_write(tmp / name, text)
-    _fsync_dir(tmp)
 
 
 def _looks_like_checkpoint(path: Path) -> bool:
@@ -196,29 +178,14 @@ def save_checkpoint(
             "choose a new path or remove it"
         )
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tag = uuid.uuid4().hex[:8]
-    tmp = target.parent / f".{target.name}.tmp-{tag}"
-    old = target.parent / f".{target.name}.old-{tag}"
-    tmp.mkdir()
-    try:
+    shas: list[str] = []
+
+    def write(tmp: Path) -> None:
         _write_checkpoint_files(tmp, model, tokenizer, training, train_state, rng, extra_files)
-        sha = file_sha256(tmp / WEIGHTS_FILE)
-        if target.exists():
-            os.rename(target, old)
-            try:
-                os.rename(tmp, target)
-            except BaseException:
-                os.rename(old, target)
-                raise
-        else:
-            os.rename(tmp, target)
-        _fsync_dir(target.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-    return sha
+        shas.append(file_sha256(tmp / WEIGHTS_FILE))
+
+    replace_dir(target, write)
+    return shas[0]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,6 +6,12 @@ fsyncs it and renames it over the target: a reader sees the old file or the new 
 mixture, and a failed write leaves no temporary behind. `atomic_write` writes text or bytes that
 way. Files are created with the process's umask, like any other file the user writes.
 
+`replace_dir(path, write)` does the same for a directory: `write(tmp)` fills a fresh hidden
+directory beside the target, every file is fsynced, and it is renamed into place; an existing
+target is renamed aside first and removed only after the new one is in place. A crash leaves the
+old directory or the new one at the target (at worst plus a hidden `.NAME.tmp-*` / `.NAME.old-*`
+sibling), never a mixture.
+
 `json_safe` turns what a run records into plain JSON types. Its one NaN policy: non-finite floats
 become null (JSON has no NaN; a diverged loss or an undefined statistic is recorded as "no
 value", never as the invalid token NaN). Dump its result with `allow_nan=False`.
@@ -16,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -36,6 +43,46 @@ def atomic_write_with(path: str | os.PathLike, write: Callable[[Path], None]) ->
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    """fsync a file or a directory (a directory: its entries, so a rename inside it is durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_dir(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
+    """Replace the directory `path` by what `write(tmp)` writes into a fresh directory beside it
+    (module docstring). The caller decides beforehand whether an existing `path` may go."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    tmp = target.parent / f".{target.name}.tmp-{tag}"
+    old = target.parent / f".{target.name}.old-{tag}"
+    tmp.mkdir()
+    try:
+        write(tmp)
+        for p in tmp.rglob("*"):
+            if p.is_file():
+                fsync_path(p)
+        fsync_path(tmp)
+        if target.exists():
+            os.rename(target, old)
+            try:
+                os.rename(tmp, target)
+            except BaseException:
+                os.rename(old, target)
+                raise
+        else:
+            os.rename(tmp, target)
+        fsync_path(target.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def follow_umask(path: str | os.PathLike) -> None:

@@ -48,6 +48,7 @@ import torch
 from torch import nn
 
 from txl import distributed
+from txl.architecture import TRANSFORMER_XL, Architecture
 from txl.device import peak_flops, resolve_device
 from txl.distributed import DistContext
 from txl.memory import Memory
@@ -120,8 +121,10 @@ class _Run:
         progress: bool,
         log: Callable[[str], None],
         command: str | None,
+        architecture: Architecture,
     ) -> None:
         self.config, self.stream, self.out = config, stream, out
+        self.architecture = architecture
         self.tokenizer, self.eval_fn, self.ctx, self.device = tokenizer, eval_fn, ctx, device
         self.show_progress, self.log, self.command = progress, log, command
         self.metrics = MetricsLog(out / METRICS_FILE)
@@ -132,13 +135,11 @@ class _Run:
         self.last_eval: dict[str, Any] | None = None
         self.stop = StopSignals()
 
-        from txl.model import TransformerXL  # the loop needs the model, the model not the loop
-
         seed = config.seed
         random.seed(seed)
         np.random.seed(seed)  # noqa: NPY002 (for any code that uses the global RNG)
         torch.manual_seed(seed)
-        self.model = TransformerXL(config.model).to(device)  # same initial weights on every rank
+        self.model = architecture.build(config).to(device)  # same initial weights on every rank
         torch.manual_seed(seed + 1 + ctx.rank)  # dropout differs by rank
         self.model.train()
         self.n_params = self.model.num_parameters()
@@ -168,6 +169,7 @@ class _Run:
             "device": self.device.type,
             "precision": self.precision,
             "torch": torch.__version__,
+            "architecture": self.architecture.name,
         }
 
     def counters(self) -> Counters:
@@ -230,18 +232,17 @@ class _Run:
             ctx=self.ctx,
             tokenizer=self.tokenizer,
             training=self.training_record(),
+            architecture=self.architecture,
         )
 
     def save_model(self) -> Path:
         """The final model: weights, config, tokenizer, metrics.jsonl and COMMAND."""
-        from txl.checkpoint import save_checkpoint
-
         path = self.out / MODEL_DIR
         if self.ctx.is_main:
             extra = {"metrics.jsonl": self.metrics.compact_text()}
             if self.command:
                 extra["COMMAND"] = self.command.rstrip("\n") + "\n"
-            save_checkpoint(
+            self.architecture.save(
                 path,
                 self.model,
                 tokenizer=self.tokenizer,
@@ -280,6 +281,7 @@ class _Run:
             ctx=self.ctx,
             device=self.device,
             grad_accum=self.config.grad_accum,
+            architecture=self.architecture,
         )
         self.memories = restored.memories
         c = restored.counters
@@ -443,8 +445,10 @@ def train(
     progress: bool | None = None,
     quiet: bool = False,
     command: str | None = None,
+    architecture: Architecture = TRANSFORMER_XL,
 ) -> TrainResult:
-    """Train `TransformerXL(config.model)` on `stream`, writing the run to `out_dir`.
+    """Train `architecture.build(config)` (txl.architecture; by default TransformerXL(config.model))
+    on `stream`, writing the run to `out_dir`.
 
     `ctx`: this process's place under torchrun (None: a single process); the process group is
     joined here if needed, and `stream` must already be this rank's shard. `progress`: a bar on
@@ -463,7 +467,7 @@ def train(
         lock.acquire()
     try:
         return _train(config, stream, out, tokenizer, eval_fn, resume, ctx, device, progress,
-                      quiet, command)  # fmt: skip
+                      quiet, command, architecture)  # fmt: skip
     finally:
         lock.release()
         if created and ctx.is_main and out.is_dir() and not any(out.iterdir()):
@@ -471,7 +475,7 @@ def train(
 
 
 def _train(config, stream, out, tokenizer, eval_fn, resume, ctx, device, progress, quiet,
-           command) -> TrainResult:  # fmt: skip
+           command, architecture) -> TrainResult:  # fmt: skip
     """`train` once rank 0 holds the directory's lock."""
     say = (lambda msg: None) if quiet or not ctx.is_main else _stderr
     warn = _stderr if ctx.is_main else (lambda msg: None)  # what changes the run: even if quiet
@@ -497,7 +501,8 @@ def _train(config, stream, out, tokenizer, eval_fn, resume, ctx, device, progres
     show = bool(
         ctx.is_main and not quiet and (sys.stderr.isatty() if progress is None else progress)
     )
-    run = _Run(config, stream, out, tokenizer, eval_fn, ctx, device, show, say, command)
+    run = _Run(config, stream, out, tokenizer, eval_fn, ctx, device, show, say, command,
+               architecture)  # fmt: skip
     entry = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": command,

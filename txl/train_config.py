@@ -6,8 +6,9 @@ config file (TOML or JSON), then overrides (`key=value`, dotted for nested keys:
 A file may name its own base with `preset = "NAME"`. Unknown keys and ill-typed values are refused
 with a one-line `ConfigError` that names the key, the value and what would be right.
 
-`data` and `eval` are opaque to txl: free-form tables handed to whoever builds the stream and the
-evaluation callback. Plain data, no torch import.
+`data`, `eval` and `arch` are opaque to txl: free-form tables handed to whoever builds the stream,
+the evaluation callback and the model (`arch` empty: txl's Transformer-XL; otherwise the caller's
+`txl.architecture`, with `model` giving its sizes). Plain data, no torch import.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from txl.config import TXLConfig
 
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
-OPAQUE = ("data", "eval")  # free-form tables, validated by their consumers
+OPAQUE = ("data", "eval", "arch")  # free-form tables, validated by their consumers
 
 # Keys that may differ when a run is resumed: they change how a run is watched, saved or placed,
 # not the sequence of updates it computes.
@@ -76,6 +77,7 @@ class TrainConfig:
     peak_tflops: float | None = None  # for MFU; None: known CUDA devices only
     data: dict[str, Any] = field(default_factory=dict)  # the stream's configuration (opaque)
     eval: dict[str, Any] = field(default_factory=dict)  # the eval callback's configuration
+    arch: dict[str, Any] = field(default_factory=dict)  # another architecture's (opaque)
 
     def __post_init__(self) -> None:
         checks = [
@@ -118,6 +120,7 @@ class TrainConfig:
         out["model"] = self.model.to_dict()
         out["data"] = json.loads(json.dumps(self.data))
         out["eval"] = json.loads(json.dumps(self.eval))
+        out["arch"] = json.loads(json.dumps(self.arch))
         return out
 
     @classmethod

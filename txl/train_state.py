@@ -18,13 +18,8 @@ import torch
 from torch import nn
 
 from txl import distributed
-from txl.checkpoint import (
-    RNG_FILE,
-    TRAIN_STATE_FILE,
-    CheckpointError,
-    load_checkpoint,
-    save_checkpoint,
-)
+from txl.architecture import TRANSFORMER_XL, Architecture
+from txl.checkpoint import RNG_FILE, TRAIN_STATE_FILE, CheckpointError
 from txl.distributed import DistContext
 from txl.memory import Memory
 from txl.rng import rng_state, set_rng_state
@@ -73,9 +68,10 @@ def save_train_state(
     ctx: DistContext,
     tokenizer: dict[str, Any],
     training: dict[str, Any],
+    architecture: Architecture = TRANSFORMER_XL,
 ) -> None:
-    """Write a resumable checkpoint to `path`. Every rank calls this (each rank's stream, memory
-    and RNGs are gathered); rank 0 writes."""
+    """Write a resumable checkpoint to `path` in `architecture`'s format. Every rank calls this
+    (each rank's stream, memory and RNGs are gathered); rank 0 writes."""
     mine = {
         "stream": json.dumps(stream.state_dict(), sort_keys=True),
         "memory": [_memory_state(m) for m in memories],
@@ -93,7 +89,7 @@ def save_train_state(
         "scheduler": scheduler.state_dict(),
         "ranks": [{"stream": r["stream"], "memory": r["memory"]} for r in ranks],
     }
-    save_checkpoint(
+    architecture.save(
         path,
         model,
         tokenizer=tokenizer,
@@ -163,12 +159,13 @@ def load_train_state(
     ctx: DistContext,
     device: torch.device,
     grad_accum: int,
+    architecture: Architecture = TRANSFORMER_XL,
 ) -> RestoredState:
     """Load this rank's part of the checkpoint at `path` into the model, optimizer, scheduler,
     stream and RNGs; return the counters and this rank's carried memories. RunDirError if the
     checkpoint was saved by another number of processes or another grad_accum; CheckpointError
     (one line, naming the file) if it is damaged or not what `save_train_state` writes."""
-    ckpt = load_checkpoint(path, device="cpu")
+    ckpt = architecture.load(path, device="cpu")
     state = ckpt.train_state
     check_train_state(path, state, ckpt.rng)
     assert state is not None and ckpt.rng is not None

@@ -109,12 +109,27 @@ def load(
         raise AdapterError(f"--model {str(path)!r}: transformers cannot load it ({msg})") from None
     model = model.to(device).eval()
     resolved = p.resolve()
-    sha = weights_sha256(resolved)
+    return wrap(
+        model, raw, path=resolved, sha256=weights_sha256(resolved), model_id=model_id,
+        evaluator=evaluator, dtype=dtype, sinks=sinks,
+    )  # fmt: skip
+
+
+def wrap(
+    model, raw: dict, *, path: Path, sha256: str, model_id: str | None, evaluator: str,
+    dtype: str = "float32", sinks: int | None = None,
+):  # fmt: skip
+    """The adapter around a loaded transformers model (`raw`: its config as a dict), on the
+    model's device; also what training's evaluation scores a model in training with. The
+    model's training flag is left as it is found."""
+    from probes.adapters import hf_state
+
+    device = str(next(model.parameters()).device)
     config = model.config
     common = dict(model_id=model_id, evaluator=evaluator, dtype=dtype, device=device)
-    if recurrent:
+    if raw["model_type"] in RECURRENT:
         info = model_info(
-            model, raw, resolved, sha, train_tgt_len=0, extra=hf_state.info_extra(model, raw),
+            model, raw, path, sha256, train_tgt_len=0, extra=hf_state.info_extra(model, raw),
             **common,
         )  # fmt: skip
         return hf_state.HFStateModel(model, info, evaluator=evaluator, dtype=dtype)
@@ -122,8 +137,8 @@ def load(
     info = model_info(
         model,
         raw,
-        resolved,
-        sha,
+        path,
+        sha256,
         train_tgt_len=int(limit or 0),
         extra={
             "max_positions": limit,
@@ -132,7 +147,7 @@ def load(
             if any("rotary" in n.lower() for n, _ in model.named_modules())
             else "absolute",
             "rope_type": rope_type_of(config),
-            "attn_implementation": "eager",
+            "attn_implementation": config._attn_implementation,
             **(
                 {"sinks": DEFAULT_SINKS if sinks is None else int(sinks)}
                 if evaluator == "sinks"

@@ -167,6 +167,34 @@ PRESETS["deep4"] = {
     "eval": {"edges": [6, 64, 128, 192, 256, 320, 448, 640]},
 }
 
+# Other architectures on the same stream, recipe and token budget, trained by the same loop
+# (probes.training.hf_arch; the `hf` extra). Nothing is carried between segments (mem_len 0), so a
+# training row is one segment of 384 tokens, longer than the window: 8 rows × 384 = 3,072 tokens
+# an update (the default's 32 × 64 = 2,048), and the curriculum's 2M tokens of bursty text.
+_HF_MODEL = _shape(2, 128, 4, 32, 512, 384, 0, dropout=0.0, pre_lnorm=True, init_std=0.02)
+# A sliding-window transformer (Mistral-style: rotary, RMSNorm, SwiGLU) whose window equals the
+# default model's training attention length (tgt 64 + mem 256 = 320): the default's token budget.
+PRESETS["tiny-window"] = {
+    **copy.deepcopy(PRESETS["tiny"]),
+    "model": dict(_HF_MODEL),
+    **_schedule(10667, 8, lr=3e-3, min_lr_ratio=0.1, warmup=100, decay=0.0, every=500),
+    "data": {**PRESETS["tiny"]["data"], "bursty_first": 256000},
+    "eval": {},
+    "arch": {"family": "mistral", "sliding_window": 320},
+}
+# A selective state-space model (Mamba: two layers of d_model 160, 0.40M parameters beside the
+# default's 0.47M). Its CPU training runs ~1,100 tokens/s on one thread with mambapy's parallel
+# scan (transformers' own sequential scan: ~30), a tenth of the window model's rate, so its budget
+# is 2,000 updates (6.1M tokens, a fifth of the default's; ~90 min) and its curriculum the
+# default's 64,000 tokens per row.
+PRESETS["tiny-mamba"] = {
+    **copy.deepcopy(PRESETS["tiny"]),
+    "model": {**_HF_MODEL, "d_model": 160, "d_head": 40},
+    **_schedule(2000, 8, lr=3e-3, min_lr_ratio=0.1, warmup=100, decay=0.0, every=250),
+    "eval": {},
+    "arch": {"family": "mamba", "state_size": 16},
+}
+
 DEFAULT_PRESET = "tiny"
 
 

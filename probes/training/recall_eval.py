@@ -19,9 +19,10 @@ that `txl.train.train` calls every `eval_every` steps:
   accuracy over those (None when there are none): recall of what the model can see;
 - `recall_mem{M}`: the same documents with a longer evaluation memory M (`eval.mem_len`).
 
-Scoring goes through the probes' own door, `probes.adapters.txl.CachedTXL` (the streaming evaluator)
-around the model in training — no copy of it, its training flag left as found — with the model's
-own geometry (clamp_len at its training attention length, the default evaluation geometry).
+Scoring goes through the probes' own door (`loss_model`): `probes.adapters.txl.CachedTXL` (the
+streaming evaluator) around a Transformer-XL in training, or the transformers adapter around a
+transformers model (`full` for attention, `state` for a recurrent state) — no copy of the model,
+its training flag left as found — with the model's own default geometry.
 Configured by the training config's `eval` table: n_examples, edges, mem_len, extra_facts,
 nll_rows, nll_segments, seed.
 """
@@ -32,6 +33,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -152,6 +154,25 @@ def make_buckets(lang: Language, edges: tuple[int, ...], cfg: RecallEvalConfig) 
     return [_bucket(lang, rng, lo, hi, cfg) for lo, hi in itertools.pairwise(edges)]
 
 
+def loss_model(model: Any, model_id: str) -> Any:
+    """The probes' adapter around a model in training, as it is: Transformer-XL's streaming
+    evaluator, or for a transformers model (`hf_arch.SegmentLM`) its own evaluator (`full` for
+    attention, `state` for a recurrent state)."""
+    lm = getattr(model, "lm", None)
+    if lm is None:
+        from probes.adapters.txl import wrap
+
+        return wrap(model, model_id=model_id, path="<in training>")
+    from probes.adapters.hf_dir import RECURRENT
+    from probes.adapters.hf_load import wrap as wrap_hf
+
+    raw = lm.config.to_dict()
+    evaluator = "state" if raw["model_type"] in RECURRENT else "full"
+    return wrap_hf(
+        lm, raw, path=Path("<in training>"), sha256="", model_id=model_id, evaluator=evaluator
+    )
+
+
 def make_recall_eval(
     lang: Language,
     model_config: Any,  # txl.config.TXLConfig
@@ -180,11 +201,11 @@ def make_recall_eval(
     )
 
     def evaluate(model: Any, step: int) -> dict[str, Any]:
-        from probes.adapters.txl import wrap
         from probes.protocol import geometry as geometry_of
-        from probes.reach import Horizon, doc_starts
+        from probes.protocol import horizon as horizon_of
+        from probes.reach import doc_starts
 
-        lm = wrap(model, model_id=f"step-{step}", path="<in training>")
+        lm = loss_model(model, f"step-{step}")
         geometry = lm.default_geometry()
         out: dict[str, Any] = {}
         if held is not None:
@@ -197,7 +218,7 @@ def make_recall_eval(
             geometries[f"recall_mem{cfg.mem_len}"] = geometry_of(lm, mem_len=cfg.mem_len)
         filler_sum, filler_n = 0.0, 0
         for name, geo in geometries.items():
-            horizon = Horizon.of(geo, model_config.n_layer)
+            horizon = horizon_of(lm, geo)
             rows, hits, total, hits_direct, total_direct = [], 0, 0, 0, 0
             for b, filler in zip(buckets, filler_masks, strict=True):
                 scored = filler.copy() if name == "recall" else np.zeros_like(filler)

@@ -94,6 +94,10 @@ def prepare(job: TrainJob) -> PreparedRun:
     config, lang = job.config, job.language
     ctx = context_from_env()
     device = resolve_device(config.device, ctx.local_rank)
+    if config.arch:  # another architecture: its table checked before anything is built
+        from probes.training.hf_arch import check_arch
+
+        check_arch(config.arch, config.model)
     check_fits(config, str(device))  # before any allocation: the run must fit in memory
     check_run_dir(job.run_dir, job.resume)
     stream = synth_stream(lang, config, config.seed, config.batch_size, ctx.rank, ctx.world_size)
@@ -119,6 +123,11 @@ def run(prepared: PreparedRun, *, quiet: bool, command: str) -> TrainResult:
     from txl.distributed import shutdown
 
     job = prepared.job
+    architecture = None
+    if job.config.arch:
+        from probes.training.hf_arch import HFArchitecture
+
+        architecture = HFArchitecture(job.config.arch)
     try:
         return loop.train(
             job.config,
@@ -130,6 +139,7 @@ def run(prepared: PreparedRun, *, quiet: bool, command: str) -> TrainResult:
             ctx=prepared.ctx,
             quiet=quiet,
             command=command,
+            **({"architecture": architecture} if architecture else {}),
         )
     finally:
         shutdown()
