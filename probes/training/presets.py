@@ -185,12 +185,12 @@ PRESETS["tiny-window"] = {
 # A selective state-space model (Mamba: two layers of d_model 160, 0.40M parameters beside the
 # default's 0.47M). Its CPU training runs ~1,100 tokens/s on one thread with mambapy's parallel
 # scan (transformers' own sequential scan: ~30), a tenth of the window model's rate, so its budget
-# is 2,000 updates (6.1M tokens, a fifth of the default's; ~90 min) and its curriculum the
-# default's 64,000 tokens per row.
+# is 1,200 updates (3.7M tokens, 11 % of the default's; ~80 min on a busy 2-core machine) and its
+# curriculum the default's 64,000 tokens per row.
 PRESETS["tiny-mamba"] = {
     **copy.deepcopy(PRESETS["tiny"]),
     "model": {**_HF_MODEL, "d_model": 160, "d_head": 40},
-    **_schedule(2000, 8, lr=3e-3, min_lr_ratio=0.1, warmup=100, decay=0.0, every=250),
+    **_schedule(1200, 8, lr=3e-3, min_lr_ratio=0.1, warmup=100, decay=0.0, every=200),
     "eval": {},
     "arch": {"family": "mamba", "state_size": 16},
 }
