@@ -199,10 +199,20 @@ class HFStateModel(HFBase):
 
 def info_extra(model, raw: dict) -> dict:
     """What run.json records about a recurrent model beyond ModelInfo's fields."""
+    import importlib.util
+
     c = model.config
+    parallel = bool(getattr(c, "use_mambapy", False)) and bool(importlib.util.find_spec("mambapy"))
     return {
         "state": {
             "kind": "rwkv" if raw["model_type"] == "rwkv" else "selective-scan",
+            # transformers' scan: mambapy's parallel one when the config asks and it is
+            # installed, else its sequential loop (equal up to float rounding)
+            **(
+                {}
+                if raw["model_type"] == "rwkv"
+                else {"scan": "mambapy parallel" if parallel else "sequential"}
+            ),
             "state_size": getattr(c, "state_size", None),
             "conv_kernel": getattr(c, "conv_kernel", None),
             "carry": "one forward per row from a fresh state",

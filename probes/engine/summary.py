@@ -127,11 +127,13 @@ def paired_metrics(records: list[dict], primary: list[dict], has_alt: bool) -> d
 
 def by_horizon(records: list[dict]) -> dict[str, dict]:
     """Delta (describe()) and accuracy of the pairs whose fact is inside the direct window of
-    the first answer token (`within`) and of the rest, layered or beyond (`beyond`)."""
+    the first answer token or in a recurrent state (whose reach is unbounded) (`within`), and of
+    the rest, layered or beyond (`beyond`)."""
     out = {}
+    inside = ("direct", "state")
     for side, sel in (
-        ("within", [r for r in records if r["reach"] == "direct"]),
-        ("beyond", [r for r in records if r["reach"] != "direct"]),
+        ("within", [r for r in records if r["reach"] in inside]),
+        ("beyond", [r for r in records if r["reach"] not in inside]),
     ):
         d = stats.describe(np.array([r["delta"] for r in sel]))
         d["accuracy"] = stats.accuracy(_flags(sel, "correct_base"))["accuracy"]
@@ -228,7 +230,8 @@ def paired_metric_docs(delta_doc: str, has_alt: bool) -> dict[str, str]:
         "by_reach": "delta and accuracy of the pairs whose first answer token is direct / "
         "layered / beyond",
         "by_horizon": "{within, beyond}: describe() of the pair deltas and the accuracy of the "
-        "pairs whose fact is in the first answer token's direct window, and of the rest",
+        "pairs whose fact is in the first answer token's direct window (or in a recurrent "
+        "state), and of the rest",
         "n_significant_bins": "bins called significant by the verdict rule: " + stats.VERDICT_RULE,
         "bins[].verdict": "significant | negligible | inconclusive (the verdict rule, with the "
         "probe's margin: see run.json margin)",

@@ -136,8 +136,9 @@ def _prepare(classes, skip, columns: list, group: list, opts, progress, argv):
             continue
         if not cls.model_group:
             for j, source in enumerate(columns):
+                own = {**common, "mem": None} if carries_state(source, opts.evaluator) else common
                 plan = runner.prepare(
-                    name, model=source, progress=progress, argv=argv, models=models, **common
+                    name, model=source, progress=progress, argv=argv, models=models, **own
                 )
                 runs.append(_Run(name, plan, j))
         elif len(group) < 2:
@@ -154,6 +155,26 @@ def _prepare(classes, skip, columns: list, group: list, opts, progress, argv):
     if not runs:
         raise ProbeInputError(f"nothing left to run (skipped: {', '.join(skipped)}); skip fewer")
     return runs, skipped
+
+
+def carries_state(source: Any, evaluator: str | None) -> bool:
+    """Whether `source` is a recurrent model scored by its state (`--evaluator state`, the
+    default for one): no memory length applies to it, so a `--mem` given for the models beside
+    it in `--models` leaves it at its own geometry (the summary lists it under
+    `mem_not_applicable`)."""
+    import json
+
+    from probes.adapters.hf_dir import RECURRENT, is_transformers_dir
+    from probes.framework.models import is_loss_model
+
+    if evaluator not in (None, "state"):
+        return False
+    if is_loss_model(source):
+        return getattr(source, "evaluator", None) == "state"
+    if not is_transformers_dir(source):
+        return False
+    config = json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
+    return config.get("model_type") in RECURRENT
 
 
 def _column_model(runs: list[_Run], column: int) -> Any:
@@ -388,10 +409,16 @@ def diagnose_models(
             f"--models: two models have the id {same!r}; the columns need distinct ids (a "
             "planted model's id is its seed: give each its own)"
         )
+    stateful = [lm.info.id for lm, s in zip(lms, sources, strict=True)
+                if carries_state(s, opts.evaluator)]  # fmt: skip
     try:  # each model's own geometry with the options' overrides, as each of its runs has
         geometry = {
-            lm.info.id: geometry_of(lm, **opts.geometry_overrides()).to_dict() for lm in lms
-        }
+            lm.info.id: geometry_of(
+                lm, **{**opts.geometry_overrides(), **({"mem_len": None} if lm.info.id in
+                                                       stateful else {})}
+            ).to_dict()
+            for lm in lms
+        }  # fmt: skip
     except ValueError as e:
         raise ProbeInputError(f"bad evaluation geometry: {e}") from None
     run_dir = _create(opts, dir_name(ids))
@@ -408,6 +435,7 @@ def diagnose_models(
             "command": "diagnose",
             "models": members,
             "geometry": geometry,
+            "mem_not_applicable": stateful,
             "effects": effects({m["id"]: _rows(runs, j, m) for j, m in enumerate(members)}),
             **{
                 k: {i: p[k] for i, p in zip(ids, per_model, strict=True)}

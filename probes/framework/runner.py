@@ -125,15 +125,17 @@ def prepare(
         lang = load_language(opts.language)
         for s, m in zip(sources, loaded, strict=True):
             check_language(m, lang, str(s) if isinstance(s, Path) else m.info.id)
+    from dataclasses import replace
+
     from probes.protocol import geometry as geometry_of
     from probes.protocol import horizon as horizon_of
 
     try:
         geometry = geometry_of(lm, **opts.geometry_overrides())
-        for m in loaded:  # an adapter's own limits (probes.adapters.hf: no clamp_len, …)
+        for i, m in enumerate(loaded):  # an adapter's own limits (probes.adapters.hf: no clamp_len)
             own = getattr(m, "check_geometry", None)
-            if own is not None:
-                own(geometry)
+            if own is not None:  # a group's other members are scored at their own default
+                own(geometry if i == 0 else replace(m.default_geometry(), reset=geometry.reset))
     except ValueError as e:
         raise ProbeInputError(f"bad evaluation geometry: {e}") from None
     check_row_memory(loaded, geometry)

@@ -68,16 +68,16 @@ class FactSwap(PairedProbe):
 
         parts = [
             f"{label} Δ={signed(reach[label]['delta_mean'])} (n={reach[label]['n']})"
-            for label in ("layered", "state", "beyond")
+            for label in ("layered", "beyond")
             if label in reach
         ]
         beyond = accuracy("beyond") + ("; " + ", ".join(parts) if parts else "")
         return [
             cls.effect(
                 "retrieval within the horizon",
-                "pair delta, reach direct",
+                "pair delta, reach direct (or state)",
                 "fact-swap pair delta NLL(fact says B) − NLL(fact says A) on the answer, fact "
-                "inside the direct window",
+                "inside the direct window (a recurrent model: anywhere, through its state)",
                 h["within"],
                 detail=accuracy("within"),
             ),
