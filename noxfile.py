@@ -70,14 +70,17 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def hf(session: nox.Session) -> None:
     """The transformers adapter (probes.adapters.hf) with transformers 5 installed: its tests
-    on tiny random models built in the tests, and the import rules (the CLI stays free of
-    transformers and torch)."""
+    on tiny random models built in the tests, training transformers architectures with the
+    project's loop, the shipped ones, and the import rules (the CLI stays free of transformers and
+    torch)."""
     _install(session, constraints=HF_CONSTRAINTS, extras="test,hf")
     session.run(
         "pytest",
         "--hypothesis-profile=ci",
         "tests/test_adapters_hf.py",
         "tests/test_adapters_hf_state.py",
+        "tests/test_train_architectures.py",
+        "tests/test_shipped_architectures.py",
         "tests/test_probes_registry.py",
         "tests/test_cli_version.py",
         "-p",

@@ -344,3 +344,49 @@ def test_the_row_memory_estimate_grows_with_the_memory_it_is_asked_about(dirs):
     m = lm(dirs, "llama", "stream")
     small, big = (row_bytes(m, geometry(m, mem_len=k)) for k in (16, 4096))
     assert 0 < small < big and m.max_rows(geometry(m, mem_len=16)) >= 1
+
+
+@pytest.mark.parametrize(
+    ("device", "gpus", "accelerate", "want"),
+    [
+        ("cpu", 4, True, {}),
+        ("cuda", 1, True, {}),
+        ("cuda", 2, False, {}),
+        ("cuda", 2, True, {"device_map": "auto"}),
+        ("cuda:1", 2, True, {}),
+    ],
+)
+def test_a_model_is_spread_over_gpus_only_with_several_and_accelerate(
+    monkeypatch, device, gpus, accelerate, want
+):
+    import importlib.util
+
+    import torch
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: (object() if accelerate else None) if name == "accelerate" else real(name),
+    )
+    assert hf_load.placement(device) == want
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(
+    not __import__("torch").cuda.is_available(), reason="needs CUDA (run where a GPU exists)"
+)
+@pytest.mark.parametrize("family", ["llama", "mistral"])
+def test_on_cuda_the_adapter_scores_as_on_the_cpu(dirs, family):
+    tokens, docs, scored = rows(n=40, b=2, boundary=17)
+    g = geo(16, 8)
+    cpu = hf_load.load(dirs[family], evaluator="stream").score(tokens, docs, scored, g)
+    gpu_lm = hf_load.load(dirs[family], evaluator="stream", device="cuda")
+    assert gpu_lm.info.device == "cuda"
+    gpu = gpu_lm.score(tokens, docs, scored, g)
+    np.testing.assert_allclose(gpu.nll[scored], cpu.nll[scored], atol=1e-4)
+    bf16 = hf_load.load(dirs[family], evaluator="stream", device="cuda", dtype="bfloat16")
+    assert bf16.info.dtype == "bfloat16"
+    got = bf16.score(tokens, docs, scored, g)
+    assert np.isfinite(got.nll[scored]).all()

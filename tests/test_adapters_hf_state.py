@@ -245,3 +245,23 @@ def test_cli_fact_swap_with_state_on_a_saved_model_keeps_the_json_contract(dirs,
     assert run["model"]["evaluator"] == "state"
     assert run["model"]["extra"]["model_type"] == family
     assert run["options"]["evaluator"] == "state"
+
+
+def test_diagnose_models_leaves_a_state_model_at_its_own_geometry_beside_mem(dirs, tmp_path):
+    """`--models TXL,MAMBA --mem M`: the Transformer-XL runs at mem M; no memory length applies
+    to a recurrent state, so the Mamba keeps its own geometry and the summary says so."""
+    from probes.testing import tiny_checkpoint
+
+    txl = tiny_checkpoint(tmp_path / "txl")
+    skip = [a for p in ("boundary", "context-sweep", "cross-doc", "fact-rebind", "fact-update",
+                        "recl", "topic-shift") for a in ("--skip", p)]  # fmt: skip
+    r = invoke(["diagnose", "--models", f"{txl},{dirs['mamba']}", "--mem", "32", "--quick",
+                "--json", "--threads", "1", "--out", str(tmp_path / "out"), *skip])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    txl_id, mamba_id = (m["id"] for m in doc["models"])
+    assert doc["geometry"][txl_id]["mem_len"] == 32
+    assert doc["geometry"][mamba_id]["mem_len"] == 0
+    assert doc["mem_not_applicable"] == [mamba_id]
+    within = next(e for e in doc["effects"] if e["effect"] == "retrieval within the horizon")
+    assert within["values"][mamba_id]["n"] > 0  # a fact in the state is within its horizon

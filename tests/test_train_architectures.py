@@ -129,6 +129,7 @@ def test_in_training_a_window_model_sees_neither_another_document_nor_past_its_r
         t = torch.from_numpy(toks)
         with torch.no_grad():
             return segment(t[:, :-1], doc_ids=torch.from_numpy(docs[:, :-1]), targets=t[:, 1:])
+
     base = nll(tokens).nll[0].numpy()
     other = tokens.copy()
     other[0, 3] = (other[0, 3] + 1) % V  # in document A

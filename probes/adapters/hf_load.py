@@ -39,6 +39,22 @@ def weights_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def placement(device: str) -> dict:
+    """from_pretrained's placement: on `cuda` (what --device auto or cuda resolves to) with
+    several GPUs and accelerate installed, `device_map="auto"` spreads the layers over them
+    (inputs go to the first layer's GPU; accelerate moves activations between them); otherwise
+    nothing, and the model is moved to `device` whole. An explicit `cuda:N` stays on that GPU."""
+    import importlib.util
+
+    if device != "cuda":
+        return {}
+    import torch
+
+    if torch.cuda.device_count() > 1 and importlib.util.find_spec("accelerate") is not None:
+        return {"device_map": "auto"}
+    return {}
+
+
 def load(
     path: str | os.PathLike,
     *,
@@ -95,6 +111,7 @@ def load(
 
     hf_logging.set_verbosity_error()  # stderr belongs to the run's own progress
     hf_logging.disable_progress_bar()
+    placed = placement(device)
     try:
         model = AutoModelForCausalLM.from_pretrained(
             str(p),
@@ -103,11 +120,12 @@ def load(
             use_safetensors=True,
             dtype=DTYPES[dtype],
             **({} if recurrent else {"attn_implementation": "eager"}),
+            **placed,
         )
     except Exception as e:  # transformers raises many kinds; all mean "not usable"
         msg = " ".join(str(e).split())[:300]
         raise AdapterError(f"--model {str(path)!r}: transformers cannot load it ({msg})") from None
-    model = model.to(device).eval()
+    model = (model if placed else model.to(device)).eval()
     resolved = p.resolve()
     return wrap(
         model, raw, path=resolved, sha256=weights_sha256(resolved), model_id=model_id,
@@ -125,12 +143,13 @@ def wrap(
     from probes.adapters import hf_state
 
     device = str(next(model.parameters()).device)
+    device_map = "auto" if getattr(model, "hf_device_map", None) else None  # placement()
     config = model.config
     common = dict(model_id=model_id, evaluator=evaluator, dtype=dtype, device=device)
     if raw["model_type"] in RECURRENT:
         info = model_info(
-            model, raw, path, sha256, train_tgt_len=0, extra=hf_state.info_extra(model, raw),
-            **common,
+            model, raw, path, sha256, train_tgt_len=0,
+            extra={**hf_state.info_extra(model, raw), "device_map": device_map}, **common,
         )  # fmt: skip
         return hf_state.HFStateModel(model, info, evaluator=evaluator, dtype=dtype)
     limit = max_positions_of(config)
@@ -148,6 +167,7 @@ def wrap(
             else "absolute",
             "rope_type": rope_type_of(config),
             "attn_implementation": config._attn_implementation,
+            "device_map": device_map,
             **(
                 {"sinks": DEFAULT_SINKS if sinks is None else int(sinks)}
                 if evaluator == "sinks"
