@@ -153,3 +153,34 @@ def test_a_bad_architecture_table_is_refused_in_one_line(tmp_path, extra, says):
     assert r.exit_code == 2, r.output
     assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("family", list(PRESET))
+def test_a_transformers_model_trains_under_bf16_autocast(tmp_path, family):
+    """The path a GPU run takes (bf16 autocast; the mask in the autocast dtype), on the CPU."""
+    r = train(tmp_path / "bf16", family, "--set", "precision=bf16", "--set", "steps=2")
+    assert r.exit_code == 0, r.output
+    got = losses(tmp_path / "bf16")
+    assert len(got) == 2 and all(np.isfinite(loss) for _, loss, _ in got)
+    run = json.loads((tmp_path / "bf16" / "model" / "training.json").read_text())
+    assert run["precision"] == "bf16"
+
+
+@pytest.mark.slow
+def test_torchrun_trains_a_transformers_model_on_two_gloo_ranks(tmp_path):
+    """The same loop under torchrun: each rank its own shard, one checkpoint holding both."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "probes.cli", "train", "--preset", "tiny-window", "--out", str(out), "--quiet",
+           "--threads", "1", "--set", "steps=2", "--set", "checkpoint_every=2",
+           "--set", "eval_every=0", "--set", f"arch.sliding_window={WINDOW}", *TINY]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    state = torch.load(out / "checkpoints" / "step_00000002" / "train_state.pt", weights_only=True)
+    assert state["world_size"] == 2 and len(state["ranks"]) == 2
+    assert state["ranks"][0]["stream"] != state["ranks"][1]["stream"]
+    assert json.loads((out / "model" / "training.json").read_text())["world_size"] == 2
