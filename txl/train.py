@@ -485,7 +485,6 @@ def _train(config, stream, out, tokenizer, eval_fn, resume, ctx, device, progres
             warn(f"removed {p}: a checkpoint write that never finished")
     if resume:
         saved = load_run_config(out)
-        saved.setdefault("arch", {})  # runs saved before the key existed trained Transformer-XL
         changed = [
             k for k in differences(saved, config.to_dict()) if k.split(".")[0] not in RUNTIME_KEYS
         ]
