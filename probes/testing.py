@@ -22,10 +22,13 @@ def tiny_checkpoint(
     seed: int = 0,
     language=None,
     init_std: float = 0.5,
+    tokenizer=None,
 ) -> Path:
     """Save a randomly initialised TransformerXL (d_model 16 by default) with `language`'s JSON
-    as its tokenizer (default: synth's Language.default()). A large `init_std` makes an untrained
-    model's attention far from uniform, so deltas inside its reach are clearly non-zero."""
+    as its tokenizer (default: synth's Language.default()), or with `tokenizer`'s (a
+    `synth.text.tokenizer.TextTokenizer`: a model of real text, as `probe train --text` makes).
+    A large `init_std` makes an untrained model's attention far from uniform, so deltas inside
+    its reach are clearly non-zero."""
     import torch
 
     from synth.language import Language
@@ -33,7 +36,7 @@ def tiny_checkpoint(
     from txl.config import TXLConfig
     from txl.model import TransformerXL
 
-    lang = language or Language.default()
+    lang = tokenizer or language or Language.default()
     torch.manual_seed(seed)
     config = TXLConfig(
         vocab_size=lang.vocab.size,

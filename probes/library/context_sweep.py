@@ -13,6 +13,10 @@ Per text (the unit of analysis) and c: the mean NLL of its answer tokens and of 
 answer tokens whose fact lies within c), and the streaming `stream_answer_nll` /
 `stream_ordinary_nll`. Plot: `context_sweep.png`, NLL vs c (log scale), truncated and streaming.
 
+With `--haystack` the texts are real text (`synth.text.facts.fact_text`): English facts and
+queries in haystack filler, the ordinary targets haystack words; `--window` must hold the
+queries (about 40 tokens each under a small BPE).
+
 Effective context (`effective_context`, per token set answer | ordinary | all): the smallest c of
 the sweep whose perplexity is within 1 % of the perplexity at the largest c,
 (e^{L(c)} − e^{L(max)}) / e^{L(c)} < 0.01, L = the mean over texts of the text means; with a 95 %
@@ -77,6 +81,7 @@ class ContextSweep(Probe):
 
     default_n = 16
     quick_n = 4
+    supports_haystack = True  # real text: fact documents in haystack filler
     columns = (
         Column("c", "c", identifies=True),
         Column("n", "n"),
