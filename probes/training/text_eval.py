@@ -113,12 +113,18 @@ def make_text_eval(data, model_config, eval_table: Mapping[str, Any]):
             sorted({lowest, *(d for d in (32, 64, 128, 256, 512, span) if d > lowest + 8)})
         )
         rng = rnd.make_rng(cfg.seed, NAMESPACE)
-        for lo, hi in itertools.pairwise(edges):
-            exs = [
-                fact_text(world, rng, [rnd.randrange(rng, lo, hi)], lead=8, length=hi + 64)
-                for _ in range(cfg.n_examples)
-            ]
-            buckets.append((lo, hi, exs))
+        try:
+            for lo, hi in itertools.pairwise(edges):
+                exs = [
+                    fact_text(world, rng, [rnd.randrange(rng, lo, hi)], lead=8, length=hi + 64)
+                    for _ in range(cfg.n_examples)
+                ]
+                buckets.append((lo, hi, exs))
+        except ValueError as e:  # a held-out slice too small for the buckets' filler
+            raise ValueError(
+                f"the recall evaluation on the held-out slice: {e} (raise data.text.heldout, or "
+                "give shorter eval.edges)"
+            ) from None
 
     def evaluate(model, step: int) -> dict[str, Any]:
         lm = loss_model(model, f"step-{step}")

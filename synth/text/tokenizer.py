@@ -13,9 +13,9 @@ this on every text it builds, for any tokenizer).
 A checkpoint's `tokenizer.json` is either a synth language (`{"format":
 "txl-probes/synth-language", …}`) or a tokenizers-format JSON (`{"version": "1.0", "model":
 {"type": …}, "added_tokens": […], …}`); `tokenizer_kind` tells them apart by content, without
-importing anything. The document separator is `<eod>` when the vocabulary has it (every BPE
-trained here), else the tokenizer's eos (or bos) token, named by the model directory's
-tokenizer_config.json, special_tokens_map.json or config.json (`separator_from_dir`).
+importing anything. The document separator is the eos (or bos) token the model directory names
+(tokenizer_config.json, special_tokens_map.json or config.json: `separator_from_dir`) when it
+is in the vocabulary, else `<eod>` (every BPE trained here has it, and names no eos).
 
 `tokenizers` is imported only when a tokenizer is built (`pip install -e .[text]`).
 """
@@ -95,11 +95,14 @@ class TextTokenizer:
             raise TokenizerError(f"the tokenizer JSON cannot be loaded ({msg})") from None
         self._data = data
         self.sha256 = json_sha256(data)
-        sep = EOD if self._tok.token_to_id(EOD) is not None else separator
-        if sep is None or self._tok.token_to_id(sep) is None:
+        known = self._tok.token_to_id
+        sep = separator if separator and known(separator) is not None else None
+        sep = sep or (EOD if known(EOD) is not None else None)
+        if sep is None:
             raise TokenizerError(
-                f"the tokenizer has no {EOD} and its separator {sep!r} is not in its vocabulary; "
-                "name its eos token (tokenizer_config.json beside it)"
+                f"cannot tell the tokenizer's document separator: it has no {EOD} and no eos "
+                f"or bos token in its vocabulary is named ({separator!r}); give a tokenizer "
+                "directory whose tokenizer_config.json names its eos_token"
             )
         self.separator = sep
         eod = int(self._tok.token_to_id(sep))
