@@ -2,6 +2,7 @@
 that continue, `<eod>` opening every document with a new id, disjoint rank shards, and a
 resumed stream equal to the uninterrupted one token for token (facts mixed in included)."""
 
+import itertools
 import json
 
 import numpy as np
@@ -30,7 +31,7 @@ def test_batches_overlap_by_one_token_and_eod_opens_every_document_with_a_new_id
     s = stream(docs)
     n = 3 * docs.n_tokens // 48  # about three epochs of the 12-document shard
     batches = [s.next_batch() for _ in range(n)]
-    for (t0, d0), (t1, d1) in zip(batches, batches[1:], strict=False):
+    for (t0, d0), (t1, d1) in itertools.pairwise(batches):
         assert np.array_equal(t0[:, -1], t1[:, 0]) and np.array_equal(d0[:, -1], d1[:, 0])
     tokens = np.concatenate([batches[0][0]] + [t[:, 1:] for t, _ in batches[1:]], axis=1)
     ids = np.concatenate([batches[0][1]] + [d[:, 1:] for _, d in batches[1:]], axis=1)
