@@ -166,6 +166,7 @@ def test_a_synthetic_probe_goes_through_the_bridge_and_maps_every_answer_token(m
     (["--haystack", "default", "--haystack", "BINARY"], "stands alone"),
     (["--tokenizer", "MISSING"], "holds no tokenizer.json"),
     (["--tokenizer", ""], "an empty value"),
+    (["--distance", "5-6"], "none of the 24 pairs drawn keeps its base and variant aligned"),
 ])  # fmt: skip
 def test_bad_text_input_is_one_line_exit_2_and_leaves_no_run_dir(model, tmp_path, extra, needle):
     synth_model = str(tiny_checkpoint(tmp_path / "synth"))

@@ -194,6 +194,7 @@ def plan_by_distance(probe, ctx: RunContext, edit, alt=None, text_edit=None) -> 
             ctx.unmatched += 1
         else:
             probe.jobs.append(job)
+    ctx.require_matched(probe.name, len(probe.jobs))
 
 
 def text_job(probe, ctx: RunContext, rng, group: int, distance: int, lead: int, text_edit, alt):

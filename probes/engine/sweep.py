@@ -122,6 +122,7 @@ def make_texts(
             pick = np.unique(np.linspace(0, len(ordinary) - 1, ordinary_k).round().astype(int))
             ordinary = ordinary[pick]
         texts.append(SweepText(ex.tokens, ex.doc_ids, answer, ordinary, dist))
+    ctx.require_matched("context-sweep", len(texts))
     return texts
 
 

@@ -82,6 +82,16 @@ class RunContext:
             return self.bridge.tokenizer.vocab
         return self.lang.vocab
 
+    def require_matched(self, probe: str, planned: int) -> None:
+        """Refuse (bad input, one line) a run on real text or through the tokenizer bridge in
+        which no pair could be kept aligned in the model's tokens."""
+        if planned == 0 and self.unmatched:
+            raise ProbeInputError(
+                f"probe {probe}: none of the {self.unmatched} pairs drawn keeps its base and "
+                "variant aligned in the model's tokens (the tokenizer merges across words, or "
+                "no draw fits the distance bins); try other --distance bins or --tokenizer synth"
+            )
+
     @property
     def pad_id(self) -> int:
         return int(self.vocab.pad_id)

@@ -141,6 +141,7 @@ class CrossDoc(Probe):
                 ctx.unmatched += 1
             else:
                 self.pairs.append(pair)
+        ctx.require_matched(self.name, len(self.pairs))
 
     def _pair(self, ctx: RunContext, rng, group: int, gap: int) -> dict[str, Any] | None:
         from synth.edits.boundary import cross_document, extend_b

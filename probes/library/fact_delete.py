@@ -51,8 +51,9 @@ class FactDelete(PairedProbe):
 
     default_n = 24
     quick_n = 6
-    supports_haystack = True  # real text: the fact becomes a haystack run of its length
-    supports_bridge = True
+    # real text: the fact becomes a haystack run of its length; not through the tokenizer
+    # bridge: synth filler of the fact's synth length almost never has its model-token length
+    supports_haystack = True
     finding = "the fact's presence helps the answer"
     columns = PAIRED
     delta_doc = "mean over answer tokens of NLL(variant: fact deleted) − NLL(base), nats"

@@ -103,6 +103,7 @@ class TopicShift(PairedProbe):
         for b, rng, d in draws_per_bin(self.name, ctx, bins):
             g = {t: b * len(TOKENS) + i for i, t in enumerate(TOKENS)}  # this bin's two groups
             self.jobs += self._jobs(ctx, rng, g, d, base_id=len(self.jobs))
+        ctx.require_matched(self.name, len(self.jobs))
 
     def _jobs(self, ctx: RunContext, rng, groups: dict[str, int], d: int, base_id: int):
         from synth.edits import topic_shift

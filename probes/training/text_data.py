@@ -12,7 +12,8 @@ out: never in the stream, scored for the held-out NLL. The byte-level BPE is tra
 other documents (`synth.text.tokenizer.train_bpe`), once: a resumed run reads it back from its
 newest checkpoint, so it never changes under a model. `facts`: the share of training documents
 given English facts and queries (`synth.text.facts_mix`), so the model can learn lookup on real
-text. The table records the corpus sha256; a resume over changed files is refused.
+text. The table records the corpus sha256 (and for the default corpus the Python version whose
+pydoc topics it is); a resume over changed files is refused.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "facts": 0.0,
     "facts_per_doc": [1, 4],
 }
-KEYS = ("paths", *DEFAULTS, "corpus_sha256")
+KEYS = ("paths", *DEFAULTS, "corpus_sha256", "python_version")
 BYTES_FACTOR = 32  # memory per byte of training text: its words, tokens and the BPE's counts
 
 
@@ -187,6 +188,8 @@ def load_text(table: dict[str, Any], run_dir: Path, resume: bool) -> TextData:
             f"{table['corpus_sha256'][:12]}); resume with the same files or start a new run"
         )
     table["corpus_sha256"] = sha
+    if paths == ["default"]:  # the default corpus is the running Python's: say which
+        table["python_version"] = record["python_version"]
     try:
         tok = _saved_tokenizer(run_dir) if resume else None
         if tok is None:
