@@ -195,3 +195,13 @@ def test_a_probe_without_real_text_refuses_the_haystack(model, tmp_path):
         cli, ["run", "fact-rebind", "--model", model, "--out", str(tmp_path), "--quiet"]
     )
     assert r.exit_code == 2 and "cannot map its texts" in r.stderr
+
+
+def test_diagnose_on_real_text_runs_the_probes_that_write_it_and_names_the_others(model, tmp_path):
+    r = invoke(["diagnose", "--model", model, "--haystack", "default", "--n", "2",
+                "--out", str(tmp_path), "--quiet", "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    effects = {row["effect"] for row in doc["rows"]}
+    assert {"boundary repair", "retrieval within the horizon", "topic adaptation"} <= effects
+    assert "fact-rebind (it does not write real text)" in doc["skipped"]

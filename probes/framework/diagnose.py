@@ -36,7 +36,7 @@ from typing import Any
 # --reset/--carry, and the cached evaluator only); `model` may be a list: the group.
 OPTIONS = (
     "model", "mem", "tgt_len", "clamp_len", "same_length", "n", "seed", "device", "dtype",
-    "threads", "out", "quick", "language",
+    "threads", "out", "quick", "language", "haystack", "haystack_documents", "tokenizer",
 )  # fmt: skip
 
 ROW_DOCS = {
@@ -135,11 +135,16 @@ def _prepare(classes, skip, columns: list, group: list, opts, progress, argv):
         if name in skip:
             continue
         if not cls.model_group:
-            for j, source in enumerate(columns):
-                plan = runner.prepare(
-                    name, model=source, progress=progress, argv=argv, models=models, **common
-                )
-                runs.append(_Run(name, plan, j))
+            try:  # a probe that cannot run on one column's texts is left out of every column
+                mine = [
+                    _Run(name, runner.prepare(name, model=source, progress=progress, argv=argv,
+                                              models=models, **common), j)
+                    for j, source in enumerate(columns)
+                ]  # fmt: skip
+            except ProbeNotApplicable as e:
+                skipped.append(f"{name} ({e.reason})")
+                continue
+            runs += mine
         elif len(group) < 2:
             skipped.append(f"{name} (no model group)")
         else:

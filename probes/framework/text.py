@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probes.framework.probe import ProbeInputError
+from probes.framework.probe import ProbeInputError, ProbeNotApplicable
 
 HAYSTACK_BYTES_FACTOR = 24  # memory per byte of haystack text (its words, their token counts)
 
@@ -181,16 +181,20 @@ def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
                 check_language(m, lang, w, tokenizer=opts.tokenizer != "synth")
             return TextSetup(lang, None, None, vocab, None)
         if not cls.supports_bridge:
-            raise ProbeInputError(
+            raise ProbeNotApplicable(
                 f"probe {cls.name} cannot map its texts to the tokens of model {where[0]!r} (it "
                 "reads its own tokenizer); give --haystack for real text, or --tokenizer synth "
-                "if the model reads synth ids"
+                "if the model reads synth ids",
+                "its texts are not mapped to a model's own tokenizer",
             )
         from probes.engine.bridge import Bridge
 
         return TextSetup(lang, None, Bridge(vocab.tokenizer, lang), vocab, None)
     if not cls.supports_haystack:
-        raise ProbeInputError(f"probe {cls.name} does not write real text; drop --haystack")
+        raise ProbeNotApplicable(
+            f"probe {cls.name} does not write real text; drop --haystack",
+            "it does not write real text",
+        )
     if opts.language is not None:
         raise ProbeInputError("--language names a synth language; with --haystack drop it")
     if vocab.reads != "tokenizer":
