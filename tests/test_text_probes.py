@@ -74,7 +74,12 @@ def test_boundary_runs_on_haystack_files(model, tmp_path):
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["n_pairs"] == 3 and doc["checks"]["first_segment_equal"]["status"] == "passed"
-    assert run_json(doc)["text"]["files"] == 7  # 0.txt given twice: read twice, as asked
+    rec = run_json(doc)
+    assert rec["text"]["files"] == 7  # 0.txt given twice: read twice, as asked
+    assert rec["options"]["haystack"] == [str((hay / "0.txt").resolve()), str(hay.resolve())]
+    again = invoke(["rerun", doc["run_dir"], "--out", str(tmp_path / "again"), "--json"])
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout)["match"] == "exact"
 
 
 def test_under_reset_b_scores_bitwise_the_same_after_any_real_text_a(model):
@@ -167,14 +172,22 @@ def test_a_synthetic_probe_goes_through_the_bridge_and_maps_every_answer_token(m
     (["--tokenizer", "MISSING"], "holds no tokenizer.json"),
     (["--tokenizer", ""], "an empty value"),
     (["--distance", "5-6"], "none of the 24 pairs drawn keeps its base and variant aligned"),
+    (["--tokenizer", "OTHER"], "states its own"),
 ])  # fmt: skip
 def test_bad_text_input_is_one_line_exit_2_and_leaves_no_run_dir(model, tmp_path, extra, needle):
     synth_model = str(tiny_checkpoint(tmp_path / "synth"))
     (tmp_path / "bin.txt").write_bytes(b"a\x00b")
+    other = tmp_path / "other"  # another tokenizer than the one the model states
+    other.mkdir()
+    data = {**small_bpe().to_json(), "truncation": None, "padding": {"strategy": "BatchLongest",
+            "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0, "pad_type_id": 0,
+            "pad_token": "<pad>"}}  # fmt: skip
+    (other / "tokenizer.json").write_text(json.dumps(data))
     subs = {
         "SYNTH": synth_model,
         "BINARY": str(tmp_path / "bin.txt"),
         "MISSING": str(tmp_path / "nope"),
+        "OTHER": str(other),
     }
     args = [subs.get(a, a) for a in extra]
     if "--model" not in args:

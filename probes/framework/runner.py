@@ -157,6 +157,9 @@ def prepare(
         raise ProbeInputError(f"probe {cls.name}: {e}") from None
     names = [model_name(s) for s in sources]
     opts = dataclasses.replace(opts, model=names if group else names[0])
+    if texts is not None and texts.world is not None and texts.record["haystack"] != "default":
+        hay = texts.record["haystack"]  # absolute: a rerun from elsewhere reads the same files
+        opts = dataclasses.replace(opts, haystack=hay if len(hay) > 1 else hay[0])
     spec = probe
     if registry.is_file_spec(probe):
         file, attr = probe.rsplit(":", 1)

@@ -79,6 +79,15 @@ def model_vocabulary(lm: Any, choice: str | None, where: str) -> Vocabulary:
     except TokenizerError as e:
         opt = "--model" if choice == "auto" else "--tokenizer"
         raise ProbeInputError(f"{opt} {where if choice == 'auto' else choice!r}: {e}") from None
+    stated = getattr(lm, "tokenizer", None)
+    if choice != "auto" and tokenizer_kind(stated) == "tokenizers":
+        from synth.text.tokenizer import json_sha256
+
+        if json_sha256(stated) != tok.sha256:  # validated as a synth language would be
+            raise ProbeInputError(
+                f"--tokenizer {choice!r} is tokenizer {tok.sha256[:12]}, but model {where!r} "
+                f"states its own ({json_sha256(stated)[:12]}); drop --tokenizer"
+            )
     size = lm.info.vocab_size
     if size is not None and tok.vocab.size > size:
         raise ProbeInputError(
