@@ -36,10 +36,8 @@ one (kind, tokens) family. Each bin's reach label is that of the distance from A
 scored tokens under the carry geometry (under reset A is never visible). Every policy is run on
 the same tokens, so --reset/--carry is refused (exit 2); `metrics.policies` names what ran.
 
-With `--haystack` A, B and the foreign document are real text (`synth.text.contexts`): B's
-fact and query are English sentences in haystack filler, A states the same attribute of the
-same entity with another value of the same token length, the foreign document is haystack text
-of A's length without facts.
+With `--haystack` all three are real text (`synth.text.contexts`): English facts and queries in
+haystack filler, A's value of B's value's token length, the foreign document haystack text.
 
 Default n = 24 pairs per bin: with the 3–4 auto bins per family the rule detects (80 % power)
 0.70–0.73 sd of the per-pair deltas (`mdd80` reports it in nats); stale state worth reporting moves
@@ -134,13 +132,11 @@ class CrossDoc(Probe):
         offset = B_LEAD + fact + self.b_distance
         bins = parse_ranges(p.distance) or gap_bins(self.carry_horizon, offset)
         self.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
-        self.pairs = []
-        for g, rng, gap in draws_per_bin(self.name, ctx, bins):
-            pair = self._pair(ctx, rng, g, gap)
-            if pair is None:
-                ctx.unmatched += 1
-            else:
-                self.pairs.append(pair)
+        drawn = [
+            self._pair(ctx, rng, g, gap) for g, rng, gap in draws_per_bin(self.name, ctx, bins)
+        ]
+        self.pairs = [pr for pr in drawn if pr is not None]  # None: not aligned in the tokenizer
+        ctx.unmatched += len(drawn) - len(self.pairs)
         ctx.require_matched(self.name, len(self.pairs))
 
     def _pair(self, ctx: RunContext, rng, group: int, gap: int) -> dict[str, Any] | None:
@@ -150,25 +146,18 @@ class CrossDoc(Probe):
 
         p = self.params
         tail, n_check = self.check_tail
-        start = (1, ctx.geometry.tgt_len)
-        try:
-            if ctx.text is not None:  # B ends in `tail` haystack tokens: past A's reach
-                texts = contexts.cross_document(
-                    ctx.text, rng, b_distance=self.b_distance, b_lead=B_LEAD, gap=gap,
-                    start=start, tail=tail,
-                )  # fmt: skip
+        kw = {"b_distance": self.b_distance, "b_lead": B_LEAD, "gap": gap,
+              "start": (1, ctx.geometry.tgt_len)}  # fmt: skip
+        try:  # B ends in `tail` filler past A's reach: on real text haystack text; else from
+            # its own stream (the texts before it are the same whatever the tail)
+            if ctx.text is not None:
+                texts = contexts.cross_document(ctx.text, rng, tail=tail, **kw)
             else:
-                texts = cross_document(
-                    ctx.lang, rng, b_distance=self.b_distance, b_lead=B_LEAD, gap=gap, start=start
-                )
+                texts = extend_b(cross_document(ctx.lang, rng, **kw), self.tail_rng, ctx.lang, tail)
         except Misaligned:
             return None
         except ValueError as e:
             raise ProbeInputError(f"--b-distance {self.b_distance}: {e}") from None
-        if ctx.text is None:
-            # past B's query: filler beyond A's reach, from its own stream (the texts before
-            # it are the same whatever the tail)
-            texts = extend_b(texts, self.tail_rng, ctx.lang, tail)
         a_b = texts.conflict
         return {
             "group": group,
