@@ -10,6 +10,7 @@ tokenizers-format JSON is told from a synth language), `render` (pieces of text 
 each piece's tokens found by character offsets: what probe texts and the tokenizer bridge
 share), `lexicon` (English entities, attributes and values), `haystack` (filler of exact
 token lengths from real text), `world` (the tokenizer, haystack and lexicon a probe writes
-with), `compose` (documents laid out at exact token positions), `texts` (the probes' texts and
-edits), `facts_mix` (facts inserted into training documents), `stream` (the training stream).
+with), `compose` (documents laid out at exact token positions), `facts` (fact documents and the
+fact probes' edits), `contexts` (the texts of boundary, cross-doc and topic-shift), `facts_mix`
+(facts inserted into training documents), `stream` (the training stream).
 """

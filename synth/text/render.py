@@ -57,10 +57,6 @@ class Rendered:
         last = first if last is None else last
         return Span(int(self.spans[first, 0]), int(self.spans[last, 1]))
 
-    def piece_of(self, position: int) -> int:
-        """The piece a token belongs to."""
-        return int(np.searchsorted(self.spans[:, 1], position, side="right"))
-
 
 def render(tokenizer, pieces: Sequence[Piece], planned: Sequence[int] | None = None) -> Rendered:
     """Tokenize the joined pieces and map tokens to pieces by offsets (module docstring).

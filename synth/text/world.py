@@ -22,8 +22,6 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from synth.text.haystack import Haystack, HaystackError
 from synth.text.lexicon import VERSION as LEXICON_VERSION
 from synth.text.lexicon import Lexicon
@@ -150,6 +148,3 @@ class TextWorld:
 
     def value_pieces(self, value: int) -> str:
         return f" {self.value_words[value]}"
-
-    def ids_of(self, value: int) -> np.ndarray:
-        return np.asarray(self.values[value], dtype=np.int64)
