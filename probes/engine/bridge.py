@@ -8,8 +8,9 @@ boundary — becomes the model tokens of its words (`synth.text.render`, the mod
 probe texts use too). A pair is kept only if base and variant have the same number of model
 tokens and every model token outside the edit is the same id in both (`render.mismatch`); for a
 length-changing synth edit, every word outside the edit must keep its tokens. The answer
-contrast's other value must also fit the answer's tokens. A pair that fails is drawn again
-(another value, other filler); one that never fits is counted (`unmatched`) and not scored.
+contrast's other value must also fit the answer's tokens. An edit that fails is drawn again on
+the same base (another replacement value), then another base; a pair that never fits is
+counted (`unmatched`) and not scored.
 
 Distances are the model's: the fact probes' bins hold distances in model tokens, and
 `fit_distance` draws each pair's synth distance so that its distance in model tokens lands in
@@ -27,7 +28,8 @@ from probes.engine.paired import Job
 from synth.example import Example, Fact, Pair, Query, Span
 from synth.text.render import Misaligned, Piece, Rendered, mismatch, render
 
-FIT_ATTEMPTS = 12  # draws per pair before it is counted as unmatched
+FIT_ATTEMPTS = 12  # bases drawn per pair before it is counted as unmatched
+EDIT_DRAWS = 8  # edits (replacement values) tried on one base
 
 
 class Unmatched(ValueError):
@@ -159,18 +161,25 @@ class Bridge:
         self.ratio = max(self._seen[1] / max(self._seen[0], 1), 1e-3)
 
     def fit_distance(
-        self, make: Callable[[int], Job], lo: int, hi: int, target: int, minimum: int
+        self, make: Callable[[int], Callable[[], Job]], lo: int, hi: int, target: int, minimum: int
     ) -> Job | None:
         """A job whose distance in model tokens lies in the bin [lo, hi] (both ends included, as
-        the bins' draws are): `make(d)` builds one at synth distance d (a fresh draw each
-        call), corrected toward `target` (None after FIT_ATTEMPTS draws)."""
+        the bins' draws are). `make(d)` draws a base at synth distance d and returns the
+        function that draws an edit of it (a replacement value, say): up to EDIT_DRAWS edits
+        are tried on a base until one keeps base and variant aligned, then the base's distance
+        is corrected toward `target` (None after FIT_ATTEMPTS bases)."""
         d = max(minimum, round(target / self.ratio))
         for _ in range(FIT_ATTEMPTS):
-            try:
-                synth_job = make(d)
-                job = self.job(synth_job)
-            except Unmatched:
-                continue
+            draw = make(d)
+            for _ in range(EDIT_DRAWS):
+                synth_job = draw()
+                try:
+                    job = self.job(synth_job)
+                    break
+                except Unmatched:
+                    continue
+            else:
+                continue  # no edit of this base fits: another base
             got = job.distance
             self.observe(synth_job.distance, got)
             if lo <= got <= hi:

@@ -177,19 +177,24 @@ def plan_by_distance(probe, ctx: RunContext, edit, alt=None, text_edit=None) -> 
     for g, rng, d in draws_per_bin(probe.name, ctx, bins):
         lead = rnd.randrange(rng, lead_lo, lead_hi)
 
-        def job_at(distance: int, rng=rng, g=g, lead=lead) -> Job:
+        def edits_of(distance: int, rng=rng, g=g, lead=lead):
+            """A base at `distance`, and the function drawing a job (an edit) of it."""
             base = base_example(ctx, rng, distance, lead)
-            pair = edit(base, rng)
-            job_alt = None if alt is None else alt(pair)
-            return answer_job(g, pair, base, {"lead": lead}, alt=job_alt)
+
+            def draw() -> Job:
+                pair = edit(base, rng)
+                job_alt = None if alt is None else alt(pair)
+                return answer_job(g, pair, base, {"lead": lead}, alt=job_alt)
+
+            return draw
 
         if ctx.text is not None:
             job = text_job(probe, ctx, rng, g, d, lead, text_edit, alt)
         elif ctx.bridge is not None:
             lo, hi = bins[g]
-            job = ctx.bridge.fit_distance(job_at, lo, hi, d, min_distance(ctx))
+            job = ctx.bridge.fit_distance(edits_of, lo, hi, d, min_distance(ctx))
         else:
-            job = job_at(d)
+            job = edits_of(d)()
         if job is None:
             ctx.unmatched += 1
         else:
