@@ -2,9 +2,9 @@
 
 A document chosen to carry facts gets `per_doc` (lo, hi) facts, each "The ATTRIBUTE of ENTITY is
 VALUE." inserted at a word boundary and its query "What is the ATTRIBUTE of ENTITY? It is VALUE."
-inserted later at the word boundary that puts its answer nearest a distance drawn from
-`distance_bins` (lo, hi, weight) — exact in the tokens it ends up at, which is what the model
-sees. Entities, attributes and values come from the whole lexicon (any token length: the model
+inserted later, at the first word boundary that puts its answer at least a distance drawn from
+`distance_bins` (lo, hi, weight) after the fact (or at the document's end): the distance is
+whatever it lands at, which is what the model sees. Entities, attributes and values come from the whole lexicon (any token length: the model
 learns to copy values, not one length of them); entities and values are distinct within a
 document, so a value can only be read from its own fact. Sentence pieces are tokenized on their
 own and joined to the document's word pieces, the junctions the probes' texts have.
