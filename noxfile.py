@@ -2,7 +2,8 @@
 
 `nox` (no arguments) runs the default sessions: lint, tests, parity, hf — the README's test
 command, and what CI runs. Pins: constraints.txt for everything, plus constraints-parity.txt
-(transformers 4.35.2: parity, bench) or constraints-hf.txt (transformers 5: hf). Every session passes `session.posargs` through to its tool.
+(transformers 4.35.2: parity, bench) or constraints-hf.txt (transformers 5 and its tokenizers:
+hf, and tests for the `text` extra). Every session passes `session.posargs` through to its tool.
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite, hypothesis in its derandomized CI profile."""
-    _install(session)
-    session.run("pytest", "--hypothesis-profile=ci", *session.posargs)
+    """The test suite, hypothesis in its derandomized CI profile, with the `text` extra
+    (tokenizers: real text is tested here, required — TXL_REQUIRE_TEXT=1)."""
+    _install(session, constraints=HF_CONSTRAINTS, extras="test,text")
+    session.run(
+        "pytest", "--hypothesis-profile=ci", *session.posargs, env={"TXL_REQUIRE_TEXT": "1"}
+    )
 
 
 @nox.session
@@ -70,10 +74,11 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def hf(session: nox.Session) -> None:
     """The transformers adapter (probes.adapters.hf) with transformers 5 installed: its tests
-    on tiny random models built in the tests, training transformers architectures with the
-    project's loop, the shipped ones, and the import rules (the CLI stays free of transformers and
-    torch)."""
-    _install(session, constraints=HF_CONSTRAINTS, extras="test,hf")
+    on tiny random models built in the tests (models with their own tokenizer among them: the
+    tokenizer bridge), training transformers architectures with the project's loop, the shipped
+    ones, the probes on real text, and the import rules (the CLI stays free of transformers,
+    tokenizers and torch)."""
+    _install(session, constraints=HF_CONSTRAINTS, extras="test,hf,text")
     session.run(
         "pytest",
         "--hypothesis-profile=ci",
@@ -81,12 +86,14 @@ def hf(session: nox.Session) -> None:
         "tests/test_adapters_hf_state.py",
         "tests/test_train_architectures.py",
         "tests/test_shipped_architectures.py",
+        "tests/test_adapters_hf_tokenizer.py",
+        "tests/test_text_probes.py",
         "tests/test_probes_registry.py",
         "tests/test_cli_version.py",
         "-p",
         "no:cacheprovider",
         *session.posargs,
-        env={"TXL_REQUIRE_HF": "1"},
+        env={"TXL_REQUIRE_HF": "1", "TXL_REQUIRE_TEXT": "1"},
     )
 
 

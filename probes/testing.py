@@ -22,10 +22,13 @@ def tiny_checkpoint(
     seed: int = 0,
     language=None,
     init_std: float = 0.5,
+    tokenizer=None,
 ) -> Path:
     """Save a randomly initialised TransformerXL (d_model 16 by default) with `language`'s JSON
-    as its tokenizer (default: synth's Language.default()). A large `init_std` makes an untrained
-    model's attention far from uniform, so deltas inside its reach are clearly non-zero."""
+    as its tokenizer (default: synth's Language.default()), or with `tokenizer`'s (a
+    `synth.text.tokenizer.TextTokenizer`: a model of real text, as `probe train --text` makes).
+    A large `init_std` makes an untrained model's attention far from uniform, so deltas inside
+    its reach are clearly non-zero."""
     import torch
 
     from synth.language import Language
@@ -33,7 +36,7 @@ def tiny_checkpoint(
     from txl.config import TXLConfig
     from txl.model import TransformerXL
 
-    lang = language or Language.default()
+    lang = tokenizer or language or Language.default()
     torch.manual_seed(seed)
     config = TXLConfig(
         vocab_size=lang.vocab.size,
@@ -69,23 +72,28 @@ def tiny_transformers(
     seed: int = 0,
     init_std: float = 0.3,
     vocab_size: int | None = None,
+    tokenizer=None,
 ) -> Path:
     """Save a randomly initialised transformers causal LM (needs the `hf` extra) that reads the
     synth language's ids (vocab = Language.default()'s size unless given) with save_pretrained
     (safetensors): `gpt2` (learned absolute positions, n_positions = max_positions), `llama`
     (rotary, grouped KV heads), `mistral` (rotary with `sliding_window`), or a recurrent one:
     `mamba` (selective state space, state size 8) or `rwkv` (max_positions and sliding_window
-    do not apply to them). Nothing is downloaded. From a shell:
+    do not apply to them). With `tokenizer` (a `synth.text.tokenizer.TextTokenizer`, e.g.
+    `small_bpe()`) the model reads that tokenizer's ids instead, and the directory keeps it as
+    a model with its own tokenizer does (tokenizer.json, tokenizer_config.json naming its
+    separator as eos). Nothing is downloaded. From a shell:
 
         python -c "from probes.testing import tiny_transformers as t; t('runs/tiny-llama', 'llama')"
         python -c "from probes.testing import tiny_transformers as t; t('runs/tiny-mamba', 'mamba')"
+        python -c "from probes.testing import tiny_transformers as t, small_bpe; t('runs/tiny-own', 'llama', tokenizer=small_bpe())"
     """
     import torch
     import transformers as tf
 
     from synth.language import Language
 
-    vocab = vocab_size or Language.default().vocab.size
+    vocab = vocab_size or (tokenizer.vocab.size if tokenizer else Language.default().vocab.size)
     common = dict(vocab_size=vocab, initializer_range=init_std)
     if family == "gpt2":
         config = tf.GPT2Config(
@@ -136,4 +144,23 @@ def tiny_transformers(
     model = cls(config).eval()
     path = Path(path)
     model.save_pretrained(path)
+    if tokenizer is not None:
+        import json
+
+        from tokenizers import Tokenizer
+
+        raw = Tokenizer.from_str(json.dumps(tokenizer.to_json()))
+        tf.PreTrainedTokenizerFast(
+            tokenizer_object=raw, eos_token=tokenizer.separator
+        ).save_pretrained(path)
     return path
+
+
+def small_bpe(vocab_size: int = 512):
+    """A byte-level BPE (`synth.text.tokenizer.train_bpe`) of `vocab_size` tokens trained on the
+    default corpus's training documents: a tokenizer for tiny text models (needs the `text`
+    extra)."""
+    from synth.text.default_corpus import default_corpus
+    from synth.text.tokenizer import train_bpe
+
+    return train_bpe((d.text for d in default_corpus("train").documents), vocab_size)

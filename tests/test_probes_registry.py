@@ -30,7 +30,8 @@ def test_listing_imports_no_torch_numpy_or_probe_module():
         cli(["run", "--help"], standalone_mode=False)
         cli(["diagnose", "--help"], standalone_mode=False)
         cli(["train-compare", "--help"], standalone_mode=False)
-        heavy = [m for m in ("torch", "transformers", "numpy", "scipy", "matplotlib", "synth", "probes.library.fact_swap") if m in sys.modules]
+        cli(["train", "--help"], standalone_mode=False)
+        heavy = [m for m in ("torch", "transformers", "tokenizers", "numpy", "scipy", "matplotlib", "synth", "probes.library.fact_swap") if m in sys.modules]
         print("HEAVY", heavy, time.perf_counter() - t)
         """
     )

@@ -70,6 +70,8 @@ def test_shipped_architecture_names_its_command_and_carries_a_compact_log(name):
     assert f"--preset {PRESETS[name]} " in (path / "COMMAND").read_text()
     raw = [json.loads(x) for x in (path / "metrics.jsonl").read_text().splitlines()]
     assert sum(r["kind"] == COLUMNS_KIND for r in raw) == 1
-    steps = [r["step"] for r in MetricsLog(path / "metrics.jsonl").records() if r["kind"] == "train"]
+    steps = [
+        r["step"] for r in MetricsLog(path / "metrics.jsonl").records() if r["kind"] == "train"
+    ]
     assert steps == list(range(1, training(name)["config"]["steps"] + 1))
     assert sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) <= 10 * 2**20

@@ -43,6 +43,40 @@ def test_synth_imports_and_runs_without_torch():
     assert out.stdout.strip() == "ok"
 
 
+TEXT = textwrap.dedent(
+    """
+    import importlib, pkgutil
+    import synth, synth.text
+    from synth.text.corpus import read_corpus
+    from synth.text.default_corpus import default_corpus
+    names = [m.name for m in pkgutil.iter_modules(synth.text.__path__)]
+    for name in names:  # every module of the real-text package imports without tokenizers
+        importlib.import_module(f"synth.text.{name}")
+    assert len(default_corpus("haystack").documents) > 0
+    from synth.text.tokenizer import TokenizerError, train_bpe
+    try:
+        train_bpe(["some words"], 512)
+    except TokenizerError as e:
+        assert "pip install -e .[text]" in str(e)
+    else:
+        raise AssertionError("a BPE was trained without tokenizers")
+    assert not any(m.split(".")[0] in ("torch", "txl", "probes", "tokenizers") for m in sys.modules)
+    print("ok", len(names))
+    """
+)
+
+
+def test_synth_and_its_real_text_package_import_without_tokenizers():
+    blocker = BLOCKER.replace(
+        '("torch", "txl", "probes")', '("torch", "txl", "probes", "tokenizers")'
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", blocker + USE + TEXT], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-2] == "ok" and int(out.stdout.split()[-1]) >= 10
+
+
 def test_the_blocker_really_blocks():
     out = subprocess.run(
         [sys.executable, "-c", BLOCKER + "import torch"], capture_output=True, text=True, timeout=60

@@ -120,7 +120,7 @@ class TrainConfig:
         out["model"] = self.model.to_dict()
         out["data"] = json.loads(json.dumps(self.data))
         out["eval"] = json.loads(json.dumps(self.eval))
-        if self.arch:  # omitted for Transformer-XL: configs saved before the key existed compare equal
+        if self.arch:  # omitted when empty (Transformer-XL): older saved configs compare equal
             out["arch"] = json.loads(json.dumps(self.arch))
         return out
 

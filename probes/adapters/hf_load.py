@@ -127,10 +127,28 @@ def load(
         raise AdapterError(f"--model {str(path)!r}: transformers cannot load it ({msg})") from None
     model = (model if placed else model.to(device)).eval()
     resolved = p.resolve()
-    return wrap(
+    adapter = wrap(
         model, raw, path=resolved, sha256=weights_sha256(resolved), model_id=model_id,
         evaluator=evaluator, dtype=dtype, sinks=sinks,
     )  # fmt: skip
+    adapter.tokenizer = stated_tokenizer(resolved)
+    return adapter
+
+
+def stated_tokenizer(path: Path) -> dict | None:
+    """The directory's tokenizer.json as a JSON object (a synth language for a model trained
+    here, a tokenizers-format tokenizer for a model with its own), or None; which one it is,
+    and what the model reads, `probes.framework.text` decides by its content."""
+    f = path / "tokenizer.json"
+    if not f.is_file():
+        return None
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise AdapterError(
+            f"--model {str(path)!r}: tokenizer.json is not readable JSON ({e})"
+        ) from None
+    return data if isinstance(data, dict) else None
 
 
 def wrap(

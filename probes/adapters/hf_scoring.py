@@ -15,8 +15,10 @@ from probes.protocol import ModelInfo
 
 
 class HFBase:
-    """A loaded transformers model and what every adapter around it records (the model reads the
-    synth ids directly: `tokenizer` is None, the runner checks the vocabulary's size)."""
+    """A loaded transformers model and what every adapter around it records. `tokenizer`: the
+    JSON of the directory's tokenizer.json when it has one (`hf_load.stated_tokenizer`: a synth
+    language, or a tokenizer of the model's own, which probes reach through the tokenizer
+    bridge), else None (the model reads synth ids; the runner checks the vocabulary's size)."""
 
     def __init__(self, model, info: ModelInfo, *, evaluator: str, dtype: str) -> None:
         self.model = model

@@ -53,6 +53,7 @@ def diagnose_command(
     from probes.report.diagnose import print_table
 
     values["model"] = list(values["model"]) or None
+    values["haystack"] = list(values["haystack"]) or None
     progress = Progress.auto(quiet or as_json)
     try:
         if models is None:
@@ -66,5 +67,7 @@ def diagnose_command(
     emit(summary, as_json=as_json, show=print_table, passed=summary["passed"])
 
 
-diagnose_command.params.extend(RunOptions.click_options(only=OPTIONS, multiple=("model",)))
+diagnose_command.params.extend(
+    RunOptions.click_options(only=OPTIONS, multiple=("model", "haystack"))
+)
 diagnose_command.params.extend(output_options())

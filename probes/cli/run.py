@@ -50,12 +50,15 @@ def probe_command(spec: str) -> click.Command:
     except (registry.RegistryError, params_mod.ParamError) as e:
         raise click.UsageError(str(e)) from None
     # --model may be repeated (a group probe's model group); for any other probe a second one
-    # is refused by the runner rather than silently replacing the first
-    common = RunOptions.click_options(multiple=("model",))
+    # is refused by the runner rather than silently replacing the first. --haystack: files or
+    # directories, repeated.
+    common = RunOptions.click_options(multiple=("model", "haystack"))
 
     def callback(as_json: bool, quiet: bool, **values):
         models = list(values.get("model") or ())
         values["model"] = models[0] if len(models) == 1 else (models or None)
+        hay = list(values.get("haystack") or ())
+        values["haystack"] = hay[0] if len(hay) == 1 else (hay or None)
         given = {k: v for k, v in values.items() if v is not None or k in RunOptions.fields()}
         _run(spec, given, as_json=as_json, quiet=quiet)
 

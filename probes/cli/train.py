@@ -1,4 +1,5 @@
-"""`probe train`: train a Transformer-XL on the synthetic language with txl's loop.
+"""`probe train`: train a Transformer-XL on the synthetic language, or on real text (`--text`),
+with txl's loop.
 
 This module parses the options and maps the outcome to an exit code; the work (the config's
 layers, the synth stream from its `data` table, the recall evaluation from its `eval` table) is
@@ -59,6 +60,27 @@ _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
     metavar="KEY=VALUE",
     help="Override a config key (dotted: model.d_model=256, data.x=1, eval.mem_len=640).",
 )
+@click.option(
+    "--text",
+    "text",
+    multiple=True,
+    metavar="PATH",
+    help="Train on real text: UTF-8 files or directories (repeatable), or 'default' (the "
+    "standard library's pydoc topics, their haystack documents held out). A byte-level BPE is "
+    "trained on it; a slice is held out for the NLL. [default preset: text]",
+)
+@click.option(
+    "--vocab-size",
+    default=None,
+    type=int,
+    help="Tokens of the BPE trained on --text. [default: 2048]",
+)
+@click.option(
+    "--documents",
+    default=None,
+    type=click.Choice(["file", "paragraph"]),
+    help="A --text document per file or per blank-line-separated block. [default: file]",
+)
 @click.option("--quiet", is_flag=True, help="No progress bar or log lines on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 def train_command(
@@ -72,14 +94,25 @@ def train_command(
     seed: int | None,
     threads: int | None,
     overrides: tuple[str, ...],
+    text: tuple[str, ...],
+    vocab_size: int | None,
+    documents: str | None,
     quiet: bool,
     as_json: bool,
 ) -> None:
-    """Train a Transformer-XL on the synthetic language (resumable; CPU, CUDA, torchrun)."""
+    """Train a Transformer-XL on the synthetic language or on real text (--text; resumable;
+    CPU, CUDA, torchrun)."""
     if out is not None and not out.strip():
         raise BadInput(
             f"--out {out!r} is empty; give a run directory (default: {DEFAULT_OUT}/PRESET)"
         )
+    if not text and (vocab_size is not None or documents is not None) and not resume:
+        flag = "--vocab-size" if vocab_size is not None else "--documents"
+        raise BadInput(f"{flag} applies to a run on text; give --text PATH")
+    if text and preset is None and config_file is None and not resume:
+        from probes.training.presets import TEXT_PRESET
+
+        preset = TEXT_PRESET
     explicit = [
         (k, v)
         for k, v in (
@@ -91,6 +124,14 @@ def train_command(
         )
         if v is not None
     ]
+    if any(not t.strip() for t in text):
+        raise BadInput("--text '': give UTF-8 files, directories or 'default'")
+    if text:  # absolute, so that a resume from another directory reads the same files
+        paths = [t if t == "default" else str(Path(t).expanduser().resolve()) for t in text]
+        explicit.append(("data.text.paths", paths))
+    for key, v in (("vocab_size", vocab_size), ("documents", documents)):
+        if v is not None:
+            explicit.append((f"data.text.{key}", v))
     command = shlex.join(["probe", *sys.argv[1:]]) if sys.argv else "probe train"
     try:
         code = _train(

@@ -127,7 +127,7 @@ class PairedProbe(Probe):
             order,
             rows_per_job,
             f"{self.name}: scoring pairs",
-            lambda items: self._score_batch(ctx, items, ctx.lang.vocab.pad_id),
+            lambda items: self._score_batch(ctx, items, ctx.pad_id),
         )
         return self.summarize(ctx, records, toks)
 

@@ -77,15 +77,19 @@ def make_texts(
     spaced) as ordinary targets, 0 all of them."""
     from synth import rng as rnd
     from synth.generate import make_example
+    from synth.text.facts import fact_text
+    from synth.text.render import Misaligned
 
     ordinary_k = ordinary
-    lo = max(MIN_FACT_DISTANCE, 8 * facts + 4)  # every fact before the block of queries
+    # tokens of one query (on real text: the longest prefix, the value and the full stop)
+    query = 8 if ctx.text is None else ctx.text.min_distance + ctx.text.value_len + 1
+    lo = max(MIN_FACT_DISTANCE, query * facts + 4)  # every fact before the block of queries
     hi = max(lo, max_context - 16)
     length = max(max_context, hi + 16) + window + 1
-    if window < 8 * facts + 4:
+    if window < query * facts + 4:
         raise ProbeInputError(
-            f"--window {window} cannot hold {facts} queries (8 tokens each) and some filler; "
-            f"use --window {8 * facts + 8} or fewer --facts"
+            f"--window {window} cannot hold {facts} queries ({query} tokens each) and some "
+            f"filler; use --window {query * facts + 8} or fewer --facts"
         )
     texts = []
     edges = np.geomspace(lo, hi + 1, facts + 1)
@@ -98,7 +102,13 @@ def make_texts(
         order = rnd.permutation(rng, facts)
         dists = [dists[i] for i in order]
         try:
-            ex = make_example(ctx.lang, rng, dists, length=length, lead=8)
+            if ctx.text is not None:
+                ex = fact_text(ctx.text, rng, dists, length=length, lead=8)
+            else:
+                ex = make_example(ctx.lang, rng, dists, length=length, lead=8)
+        except Misaligned:
+            ctx.unmatched += 1
+            continue
         except ValueError as e:
             raise ProbeInputError(f"cannot build a sweep text: {e}") from None
         start = length - window
@@ -112,6 +122,7 @@ def make_texts(
             pick = np.unique(np.linspace(0, len(ordinary) - 1, ordinary_k).round().astype(int))
             ordinary = ordinary[pick]
         texts.append(SweepText(ex.tokens, ex.doc_ids, answer, ordinary, dist))
+    ctx.require_matched("context-sweep", len(texts))
     return texts
 
 

@@ -36,7 +36,7 @@ from typing import Any
 # --reset/--carry, and the cached evaluator only); `model` may be a list: the group.
 OPTIONS = (
     "model", "mem", "tgt_len", "clamp_len", "same_length", "n", "seed", "device", "dtype",
-    "threads", "out", "quick", "language",
+    "threads", "out", "quick", "language", "haystack", "haystack_documents", "tokenizer",
 )  # fmt: skip
 
 ROW_DOCS = {
@@ -135,12 +135,17 @@ def _prepare(classes, skip, columns: list, group: list, opts, progress, argv):
         if name in skip:
             continue
         if not cls.model_group:
-            for j, source in enumerate(columns):
-                own = {**common, "mem": None} if carries_state(source, opts.evaluator) else common
-                plan = runner.prepare(
-                    name, model=source, progress=progress, argv=argv, models=models, **own
-                )
-                runs.append(_Run(name, plan, j))
+            try:  # a probe that cannot run on one column's texts is left out of every column
+                mine = [
+                    _Run(name, runner.prepare(name, model=source, progress=progress, argv=argv,
+                                              models=models, **own_options(common, source, opts)),
+                         j)
+                    for j, source in enumerate(columns)
+                ]  # fmt: skip
+            except ProbeNotApplicable as e:
+                skipped.append(f"{name} ({e.reason})")
+                continue
+            runs += mine
         elif len(group) < 2:
             skipped.append(f"{name} (no model group)")
         else:
@@ -155,6 +160,11 @@ def _prepare(classes, skip, columns: list, group: list, opts, progress, argv):
     if not runs:
         raise ProbeInputError(f"nothing left to run (skipped: {', '.join(skipped)}); skip fewer")
     return runs, skipped
+
+
+def own_options(common: dict, source: Any, opts: Any) -> dict:
+    """A column's run options: `common`, without `--mem` for a model scored by its state."""
+    return {**common, "mem": None} if carries_state(source, opts.evaluator) else common
 
 
 def carries_state(source: Any, evaluator: str | None) -> bool:

@@ -178,13 +178,14 @@ def load_language(language: str | os.PathLike | None):
         raise ProbeInputError(f"--language {str(language)!r}: {what}") from None
 
 
-def check_language(lm: Any, lang: Any, where: str) -> None:
+def check_language(lm: Any, lang: Any, where: str, tokenizer: bool = True) -> None:
     """Refuse (one line) a model that does not read the probe's language: its tokenizer JSON
-    (when it states one) must be this language, and its vocabulary must hold every token."""
-    tokenizer = getattr(lm, "tokenizer", None)
-    if tokenizer is not None:
+    (when it states one, and `tokenizer`: not overruled by --tokenizer synth) must be this
+    language, and its vocabulary must hold every token."""
+    stated = getattr(lm, "tokenizer", None) if tokenizer else None
+    if stated is not None:
         try:
-            lang.check_compatible(tokenizer, what=f"model {where!r}")
+            lang.check_compatible(stated, what=f"model {where!r}")
         except ValueError as e:
             raise ProbeInputError(f"--model {where!r}: {e}") from None
     size = lm.info.vocab_size

@@ -4,7 +4,7 @@
 click options of `probe run` and `probe diagnose`, are validated when `probes.run(...)` is called
 from Python, are recorded in run.json (`record()`), and give back the command line that repeats a
 run (`argv()`). A probe contributes its own options through its `Params`, declared the same way;
-the next run option (a haystack, a minimum effect) is one more field here.
+the next run option is one more field here.
 
 Output options (`--json`, `--quiet`) say how a result is shown, not what is computed: they are
 declared once in `output_options()` and never recorded.
@@ -25,6 +25,10 @@ from probes.limits import MAX_CLAMP_LEN, MAX_MEM, MAX_N, MAX_TGT_LEN
 
 def _empty_out() -> None:
     raise ValueError("an empty directory name; give a directory (--out . for this one)")
+
+
+def _empty_tokenizer() -> None:
+    raise ValueError("an empty value; give auto, synth or a tokenizer.json (or its directory)")
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,28 @@ class RunOptions:
         metavar="FILE",
         help="Synth language JSON (or a checkpoint dir) to write the probe text in. "
         "[default: Language.default()]",
+    )
+    haystack: Any = param(
+        None,
+        metavar="PATH|default",
+        help="Write the probe's texts in real text: filler from these UTF-8 files or "
+        "directories (repeatable), or 'default' (the standard library's pydoc topics held out "
+        "from training); facts and queries as English sentences. Needs a model that reads real "
+        "text (trained with probe train --text, or with its own tokenizer). [default: the "
+        "synthetic language]",
+    )
+    haystack_documents: Literal["file", "paragraph"] | None = param(
+        None,
+        help="A haystack document per file or per blank-line-separated block. [default: file]",
+    )
+    tokenizer: str | None = param(
+        None,
+        metavar="auto|synth|PATH",
+        check=lambda text: None if text.strip() else _empty_tokenizer(),
+        help="The vocabulary the model reads: auto (its tokenizer.json decides by content: a "
+        "synth language, or a tokenizer of its own), synth (the synth language's ids "
+        "directly), or a tokenizer.json / tokenizer directory whose ids it reads (probe texts "
+        "are rendered and tokenized, annotations mapped by character offsets). [default: auto]",
     )
     same_length: bool | None = param(
         None, help="Every query sees exactly mem_len keys. [default: off]"

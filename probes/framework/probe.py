@@ -67,6 +67,38 @@ class RunContext:
     group: list = field(default_factory=list)
     margin: float = 0.05  # the run's minimum effect (the probe's, or --min-effect)
     margin_source: str = "probe"  # "probe" | "--min-effect"
+    # Real text (--haystack): the synth.text.world.TextWorld the probe writes with (lang None).
+    text: Any = None
+    # A model with its own tokenizer: the probes.engine.bridge.Bridge its synth texts go through.
+    bridge: Any = None
+    unmatched: int = 0  # pairs that could not be kept aligned in the model's tokens (not scored)
+
+    @property
+    def vocab(self):
+        """The ids the model reads: pad, separator (`<eod>` or the tokenizer's) and size."""
+        if self.text is not None:
+            return self.text.vocab
+        if self.bridge is not None:
+            return self.bridge.tokenizer.vocab
+        return self.lang.vocab
+
+    def require_matched(self, probe: str, planned: int) -> None:
+        """Refuse (bad input, one line) a run on real text or through the tokenizer bridge in
+        which no pair could be kept aligned in the model's tokens."""
+        if planned == 0 and self.unmatched:
+            raise ProbeInputError(
+                f"probe {probe}: none of the {self.unmatched} pairs drawn keeps its base and "
+                "variant aligned in the model's tokens (the tokenizer merges across words, or "
+                "no draw fits the distance bins); try other --distance bins or --tokenizer synth"
+            )
+
+    @property
+    def pad_id(self) -> int:
+        return int(self.vocab.pad_id)
+
+    @property
+    def eod_id(self) -> int:
+        return int(self.vocab.eod_id)
 
     def rng(self, *path: int | str):
         """A generator for this run's seed in the "probe" namespace, one stream per `path`
@@ -133,6 +165,10 @@ class Probe:
     # True: the probe runs every cache policy itself (reset and carry on the same tokens), so a
     # run's --reset/--carry would mean nothing; the runner refuses it (exit 2).
     runs_every_policy: ClassVar[bool] = False
+    # Whether the probe writes real text (`--haystack`: `ctx.text`) and whether its synth texts
+    # can go through the tokenizer bridge of a model with its own tokenizer (`ctx.bridge`).
+    supports_haystack: ClassVar[bool] = False
+    supports_bridge: ClassVar[bool] = False
     # Set by @probe(..., diagnose=N): its place in `probe diagnose` (None: not part of it).
     diagnose: ClassVar[int | None] = None
     # The bin table's columns (probes.framework.declarations.Column), in order.

@@ -26,13 +26,7 @@ from typing import Any
 
 from probes.framework import params as params_mod
 from probes.framework import registry
-from probes.framework.models import (
-    ModelCache,
-    check_language,
-    load_language,
-    model_name,
-    model_sources,
-)
+from probes.framework.models import ModelCache, model_name, model_sources
 from probes.framework.options import RunOptions
 from probes.framework.probe import ProbeInputError, RunContext
 from probes.framework.progress import Progress
@@ -54,6 +48,7 @@ class Prepared:
     options: RunOptions  # the run's options, models named (run.json, `probe rerun`)
     argv: list[str] | None
     t0: float
+    texts: Any = None  # probes.framework.text.TextSetup: what the texts are written in
 
     @property
     def model(self) -> Any:
@@ -120,11 +115,11 @@ def prepare(
         for s in sources
     ]
     lm = loaded[0]
-    lang = None
+    texts = None
     if cls.needs_language:
-        lang = load_language(opts.language)
-        for s, m in zip(sources, loaded, strict=True):
-            check_language(m, lang, str(s) if isinstance(s, Path) else m.info.id)
+        from probes.framework import text as text_mod
+
+        texts = text_mod.setup(cls, opts, sources, loaded)
     from dataclasses import replace
 
     from probes.protocol import geometry as geometry_of
@@ -144,7 +139,9 @@ def prepare(
         model=lm,
         geometry=geometry,
         horizon=horizon_of(lm, geometry),
-        lang=lang,
+        lang=texts.lang if texts else None,
+        text=texts.world if texts else None,
+        bridge=texts.bridge if texts else None,
         n=opts.n or (cls.quick_n if opts.quick else cls.default_n),
         seed=opts.seed,
         quick=opts.quick,
@@ -162,11 +159,14 @@ def prepare(
         raise ProbeInputError(f"probe {cls.name}: {e}") from None
     names = [model_name(s) for s in sources]
     opts = dataclasses.replace(opts, model=names if group else names[0])
+    if texts is not None and texts.world is not None and texts.record["haystack"] != "default":
+        hay = texts.record["haystack"]  # absolute: a rerun from elsewhere reads the same files
+        opts = dataclasses.replace(opts, haystack=hay if len(hay) > 1 else hay[0])
     spec = probe
     if registry.is_file_spec(probe):
         file, attr = probe.rsplit(":", 1)
         spec = f"{Path(file).resolve()}:{attr}"
-    return Prepared(cls, spec, params, instance, ctx, sources, opts, argv, t0)
+    return Prepared(cls, spec, params, instance, ctx, sources, opts, argv, t0, texts)
 
 
 def check_row_memory(models: list, geometry) -> None:
@@ -217,11 +217,14 @@ def execute(prepared: Prepared, *, out: str | Path | None = None) -> Summary:
 def _execute(p: Prepared, run_dir: RunDir, options: RunOptions) -> Summary:
     cls, ctx, lm = p.cls, p.ctx, p.ctx.model
     with _threads(options.threads) as n_threads:
-        record = run_record(cls, p.spec, p.params, options, ctx, n_threads, p.argv)
+        record = run_record(cls, p.spec, p.params, options, ctx, n_threads, p.argv, p.texts)
         with run_dir.recording(record):
             ctx.run_dir = run_dir
             ctx.log(f"run directory {run_dir.path}")
             outcome = p.instance.execute(ctx)
+            if ctx.text is not None or ctx.bridge is not None:
+                outcome.metrics["unmatched_pairs"] = ctx.unmatched
+                outcome.metric_docs["unmatched_pairs"] = UNMATCHED_DOC
             if outcome.arrays:
                 run_dir.write_npz("tokens.npz", outcome.arrays)
             with run_dir.writing("*.png"):
@@ -256,6 +259,13 @@ def _execute(p: Prepared, run_dir: RunDir, options: RunOptions) -> Summary:
             return summary
 
 
+UNMATCHED_DOC = (
+    "pairs (or texts) drawn but not scored: their base and variant did not keep the same "
+    "tokens outside the edit in the model's tokenizer, or no draw put their distance in its "
+    "bin (run.json's vocabulary names the tokenizer)"
+)
+
+
 def run(probe: str, **options: Any) -> Summary:
     """Run a probe and return its Summary: `prepare(probe, **options)` (every option of `probe
     run`, see there), then `execute`. Raises ProbeInputError (one line) for bad input, before
@@ -281,7 +291,7 @@ def margin_record(cls, ctx: RunContext) -> dict[str, Any]:
 
 
 def run_record(
-    cls, spec: str, params, options: RunOptions, ctx: RunContext, threads, argv
+    cls, spec: str, params, options: RunOptions, ctx: RunContext, threads, argv, texts=None
 ) -> dict[str, Any]:
     """run.json: everything needed to know where a result came from and to repeat it."""
     from probes import __version__
@@ -326,6 +336,9 @@ def run_record(
         "git": provenance.git_state(),
         "package_version": __version__,
         "synth": synth_info,
+        "vocabulary": texts.vocabulary.record() if texts is not None else None,
+        "text": texts.record if texts is not None else None,
+        **({"bridge": ctx.bridge.record()} if ctx.bridge is not None else {}),
         "versions": provenance.versions(),
         "machine": provenance.machine(),
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

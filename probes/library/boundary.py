@@ -30,6 +30,10 @@ first_minus_rest, shown as `positions`), Holm across the three of one kind. Plot
 `first_segment_equal` — the first segment has no memory under either condition, so mem and nomem
 score its tokens the same.
 
+With `--haystack` the text is real: shuffled independent sentences of the haystack, the One
+Billion Word analogue (sentences of real prose share more than synth's do — a style, a
+subject — so a gain past the first positions is the cache reading that, not repair).
+
 Boundary repair is a property of segmented (cached) evaluation: with `--evaluator recompute`
 every token gets a full window of its own and the curve is flat by construction.
 
@@ -80,8 +84,12 @@ class Boundary(Probe):
         *STATS,
     )
 
+    supports_haystack = True  # real text: shuffled haystack sentences
+    supports_bridge = True
+
     def plan(self, ctx: RunContext) -> None:
         from synth.generate import make_local_example
+        from synth.text.contexts import sentence_text
 
         g = ctx.geometry
         T = g.tgt_len
@@ -94,7 +102,16 @@ class Boundary(Probe):
         self.length = (self.warm + self.params.segments) * T + 1
         self.nomem_geometry = replace(g, mem_len=0, same_length=False)
         rng = ctx.rng(self.name, T, self.length)
-        self.texts = [make_local_example(ctx.lang, rng, self.length) for _ in range(ctx.n)]
+        if ctx.text is not None:
+            self.texts = [sentence_text(ctx.text, rng, self.length) for _ in range(ctx.n)]
+        else:
+            self.texts = [make_local_example(ctx.lang, rng, self.length) for _ in range(ctx.n)]
+        if ctx.bridge is not None:  # the model's tokens, cut to the same length
+            self.texts = [self._bridged(ctx, ex) for ex in self.texts]
+
+    def _bridged(self, ctx: RunContext, ex):
+        tokens, doc_ids = ctx.bridge.tokens(ex)  # never shorter: a word is at least one token
+        return ex.replace(tokens=tokens[: self.length], doc_ids=doc_ids[: self.length])
 
     def execute(self, ctx: RunContext) -> Outcome:
         from probes.engine.rows import score_batches
@@ -116,7 +133,7 @@ class Boundary(Probe):
         from probes.protocol import score_rows
 
         T = ctx.geometry.tgt_len
-        eod = ctx.lang.vocab.eod_id
+        eod = ctx.eod_id
         seg_starts = [(self.warm + s) * T for s in range(self.params.segments)]
         check = np.arange(1, min(T, CHECK_TOKENS) + 1)
         scored = np.concatenate([k + 1 + np.arange(T) for k in seg_starts])
@@ -133,7 +150,7 @@ class Boundary(Probe):
                 doc[k:] = doc[k - 1] + 1
                 r_docs.append(rows.add(tok, doc, k + 1 + np.arange(T), r_main, k))
             layout.append((i, r_main, r_docs))
-        tokens, docs, pos, parent, shared = rows.arrays(ctx.lang.vocab.pad_id)
+        tokens, docs, pos, parent, shared = rows.arrays(ctx.pad_id)
         mem = score_rows(ctx.model, tokens, docs, pos, ctx.geometry, parent=parent, shared=shared)
         main = np.array([r for _, r, _ in layout])
         nomem = score_rows(ctx.model, tokens[main], docs[main], pos[main], self.nomem_geometry)
@@ -287,9 +304,10 @@ class Boundary(Probe):
                         "ci95": v["ci95"],
                     }
                 )
+        text = "haystack sentences" if ctx.text is not None else "local-only text"
         title = (
             f"{self.name} · {ctx.model.info.id} · mem {g.mem_len} tgt {g.tgt_len} · "
-            f"local-only text · first {self.params.first} positions = segment start"
+            f"{text} · first {self.params.first} positions = segment start"
         )
 
         return plots.deferred(

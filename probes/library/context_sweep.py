@@ -13,6 +13,10 @@ Per text (the unit of analysis) and c: the mean NLL of its answer tokens and of 
 answer tokens whose fact lies within c), and the streaming `stream_answer_nll` /
 `stream_ordinary_nll`. Plot: `context_sweep.png`, NLL vs c (log scale), truncated and streaming.
 
+With `--haystack` the texts are real text (`synth.text.facts.fact_text`): English facts and
+queries in haystack filler, the ordinary targets haystack words; `--window` must hold the
+queries (about 40 tokens each under a small BPE; its default there makes room for them).
+
 Effective context (`effective_context`, per token set answer | ordinary | all): the smallest c of
 the sweep whose perplexity is within 1 % of the perplexity at the largest c,
 (e^{L(c)} − e^{L(max)}) / e^{L(c)} < 0.01, L = the mean over texts of the text means; with a 95 %
@@ -66,8 +70,12 @@ class ContextSweep(Probe):
         max_context: int = param(
             0, help="the largest c for 'auto' (0: the eval mem_len + tgt_len)", min=0
         )
-        window: int = param(
-            64, help="the last tokens of a text: its queries and ordinary targets", min=16, max=4096
+        window: int | None = param(
+            None,
+            help="the last tokens of a text: its queries and ordinary targets [default: 64; on "
+            "real text room for the queries and 32 more]",
+            min=16,
+            max=4096,
         )
         facts: int = param(4, help="queries per text (facts spread over the distances)", min=1)
         ordinary: int = param(
@@ -77,6 +85,7 @@ class ContextSweep(Probe):
 
     default_n = 16
     quick_n = 4
+    supports_haystack = True  # real text: fact documents in haystack filler
     columns = (
         Column("c", "c", identifies=True),
         Column("n", "n"),
@@ -103,8 +112,11 @@ class ContextSweep(Probe):
                 f"--contexts {p.contexts!r}: give at least two lengths (a curve), e.g. 1,16,64"
             )
         self.max_context = self.contexts[-1]
-        rng = ctx.rng(self.name, self.max_context, p.window, p.facts)
-        self.texts = make_texts(ctx, rng, ctx.n, self.max_context, p.window, p.facts, p.ordinary)
+        window = p.window
+        if window is None:  # real text: an English query is about 40 tokens, not 8
+            window = 64 if ctx.text is None else p.facts * (ctx.text.min_distance + 8) + 32
+        rng = ctx.rng(self.name, self.max_context, window, p.facts)
+        self.texts = make_texts(ctx, rng, ctx.n, self.max_context, window, p.facts, p.ordinary)
 
     def execute(self, ctx: RunContext) -> Outcome:
         from probes.engine.sweep import pair_means, streaming, truncated

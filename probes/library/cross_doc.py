@@ -36,6 +36,9 @@ one (kind, tokens) family. Each bin's reach label is that of the distance from A
 scored tokens under the carry geometry (under reset A is never visible). Every policy is run on
 the same tokens, so --reset/--carry is refused (exit 2); `metrics.policies` names what ran.
 
+With `--haystack` all three are real text (`synth.text.contexts`): English facts and queries in
+haystack filler, A's value of B's value's token length, the foreign document haystack text.
+
 Default n = 24 pairs per bin: with the 3–4 auto bins per family the rule detects (80 % power)
 0.70–0.73 sd of the per-pair deltas (`mdd80` reports it in nats); stale state worth reporting moves
 B's answer by a sizeable fraction of the retrieval effect (nats). --quick uses 6.
@@ -86,7 +89,13 @@ class CrossDoc(Probe):
     @dataclass(frozen=True)
     class Params:
         distance: str = distance_param(DISTANCE_HELP)
-        b_distance: int = param(16, help="B's own fact → answer distance (tokens)", min=6, max=4096)
+        b_distance: int | None = param(
+            None,
+            help="B's own fact → answer distance (tokens) [default: 16; on real text the "
+            "shortest its query allows]",
+            min=6,
+            max=4096,
+        )
         first: int = param(8, help="B's first tokens scored (after its <eod>)", min=1, max=B_LEAD)
 
     default_n = 24
@@ -100,11 +109,13 @@ class CrossDoc(Probe):
         *REACH,
     )
     runs_every_policy = True
+    supports_haystack = True  # real text: synth.text.contexts.cross_document
 
     def plan(self, ctx: RunContext) -> None:
         from probes.protocol import horizon
 
         p = self.params
+        self.b_distance = p.b_distance or (ctx.text.min_distance if ctx.text else 16)
         self.reset_geometry = replace(ctx.geometry, reset=True)
         self.carry_geometry = replace(ctx.geometry, reset=False)
         self.carry_horizon = horizon(ctx.model, self.carry_geometry)
@@ -115,34 +126,38 @@ class CrossDoc(Probe):
         if self.carry_horizon.unbounded:  # nothing lies beyond (probes.reach.UNBOUNDED)
             self.check_tail = (2, 0)
         self.tail_rng = ctx.rng(self.name, "tail")
-        # B's first answer token after its <eod>: its lead, its fact with a one-token value, then
-        # b_distance
-        offset = B_LEAD + FACT_VALUE_OFFSET + 2 + p.b_distance
+        # B's first answer token after its <eod>: its lead, its fact with a one-token value (on
+        # real text: a fact's tokens), then b_distance
+        fact = len(ctx.text.fact(0, 0, 0)) if ctx.text else FACT_VALUE_OFFSET + 2
+        offset = B_LEAD + fact + self.b_distance
         bins = parse_ranges(p.distance) or gap_bins(self.carry_horizon, offset)
         self.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
-        self.pairs = [
+        drawn = [
             self._pair(ctx, rng, g, gap) for g, rng, gap in draws_per_bin(self.name, ctx, bins)
         ]
+        self.pairs = [pr for pr in drawn if pr is not None]  # None: not aligned in the tokenizer
+        ctx.unmatched += len(drawn) - len(self.pairs)
+        ctx.require_matched(self.name, len(self.pairs))
 
-    def _pair(self, ctx: RunContext, rng, group: int, gap: int) -> dict[str, Any]:
+    def _pair(self, ctx: RunContext, rng, group: int, gap: int) -> dict[str, Any] | None:
         from synth.edits.boundary import cross_document, extend_b
+        from synth.text import contexts
+        from synth.text.render import Misaligned
 
         p = self.params
         tail, n_check = self.check_tail
-        try:
-            texts = cross_document(
-                ctx.lang,
-                rng,
-                b_distance=p.b_distance,
-                b_lead=B_LEAD,
-                gap=gap,
-                start=(1, ctx.geometry.tgt_len),
-            )
+        kw = {"b_distance": self.b_distance, "b_lead": B_LEAD, "gap": gap,
+              "start": (1, ctx.geometry.tgt_len)}  # fmt: skip
+        try:  # B ends in `tail` filler past A's reach: on real text haystack text; else from
+            # its own stream (the texts before it are the same whatever the tail)
+            if ctx.text is not None:
+                texts = contexts.cross_document(ctx.text, rng, tail=tail, **kw)
+            else:
+                texts = extend_b(cross_document(ctx.lang, rng, **kw), self.tail_rng, ctx.lang, tail)
+        except Misaligned:
+            return None
         except ValueError as e:
-            raise ProbeInputError(f"--b-distance {p.b_distance}: {e}") from None
-        # past B's query: filler beyond A's reach, from its own stream (the texts before it are
-        # the same whatever the tail)
-        texts = extend_b(texts, self.tail_rng, ctx.lang, tail)
+            raise ProbeInputError(f"--b-distance {self.b_distance}: {e}") from None
         a_b = texts.conflict
         return {
             "group": group,
@@ -183,7 +198,7 @@ class CrossDoc(Probe):
                 t[pr["answer"]] = pr["stale"]
                 alts.append(rows.add(t, docs[:end], pr["answer"], r, int(pr["answer"][0])))
             layout.append((i, r_c, r_f, *alts))
-        tokens, docs, pos, parent, shared = rows.arrays(ctx.lang.vocab.pad_id)
+        tokens, docs, pos, parent, shared = rows.arrays(ctx.pad_id)
         out = {
             name: score_rows(ctx.model, tokens, docs, pos, geometry, parent=parent, shared=shared)
             for name, geometry in (("reset", self.reset_geometry), ("carry", self.carry_geometry))

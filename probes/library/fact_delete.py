@@ -18,6 +18,9 @@ usually has the larger fact-swap delta (a contradicted answer costs more than an
 one), while a delta that shows in fact-delete and not in fact-swap is the model using the mention,
 not the value. Read them side by side.
 
+With `--haystack` (real text) the fact becomes a haystack run of exactly its length (`--fill`
+only).
+
 Default n = 24 pairs per bin (the same reasoning as fact-swap: with 4 bins and Holm the rule
 detects 0.73 sd of the per-pair deltas at 80 % power; `mdd80` per bin reports it in nats).
 """
@@ -48,14 +51,24 @@ class FactDelete(PairedProbe):
 
     default_n = 24
     quick_n = 6
+    # real text: the fact becomes a haystack run of its length; not through the tokenizer
+    # bridge: synth filler of the fact's synth length almost never has its model-token length
+    supports_haystack = True
     finding = "the fact's presence helps the answer"
     columns = PAIRED
     delta_doc = "mean over answer tokens of NLL(variant: fact deleted) − NLL(base), nats"
 
     def plan(self, ctx: RunContext) -> None:
+        from probes.framework.probe import ProbeInputError
         from synth.edits import delete
+        from synth.text.facts import delete_fact
 
         fill = self.params.fill
+        if ctx.text is not None and not fill:
+            raise ProbeInputError("fact-delete --no-fill: on real text the fact is always filled")
         plan_by_distance(
-            self, ctx, lambda base, rng: delete(base, rng, ctx.lang, query=0, same_length=fill)
+            self,
+            ctx,
+            lambda base, rng: delete(base, rng, ctx.lang, query=0, same_length=fill),
+            text_edit=delete_fact,
         )

@@ -15,6 +15,11 @@ retrieval accuracy (every answer token the argmax under teacher forcing) in the 
 whether the model retrieves B in the variant. Distance is measured in the base, from the fact's
 last token to the first answer token.
 
+With `--haystack` the texts are real text (`synth.text.facts`): the fact "The ATTRIBUTE of
+ENTITY is A." planted in haystack filler, the query "What is the ATTRIBUTE of ENTITY? It is A."
+`distance` model tokens after it, B a value of A's token length that occurs nowhere in the
+haystack; every token but A's is the same in both texts.
+
 Default n = 24 pairs per bin, chosen from the effect it must detect: with the 4 auto bins and
 Holm, the verdict rule detects (80 % power) a mean delta of 0.73 sd of the per-pair deltas
 (n = 16: 0.93 sd, n = 40: 0.55 sd); every bin reports its realised minimum detectable delta
@@ -39,6 +44,8 @@ class FactSwap(PairedProbe):
     """Swap a distant fact's value; delta on the answer = retrieval, by distance."""
 
     Params = FactParams  # distance bins and the fact's lead, nothing of its own
+    supports_haystack = True  # real text: synth.text.facts.swap_value
+    supports_bridge = True
 
     default_n = 24
     quick_n = 6
@@ -50,12 +57,14 @@ class FactSwap(PairedProbe):
 
     def plan(self, ctx: RunContext) -> None:
         from synth.edits import replace
+        from synth.text.facts import swap_value
 
         plan_by_distance(
             self,
             ctx,
             lambda base, rng: replace(base, rng, ctx.lang, query=0),
             alt=lambda pair: tuple(pair.meta["new_value"]),
+            text_edit=swap_value,
         )
 
     @classmethod

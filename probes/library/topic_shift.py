@@ -13,6 +13,11 @@ the last replaced token to a scored token (bins by the first scored token).
     tokens = answer    the query's answer tokens (the fact is `--fact-distance` before them, in
                        both texts): ≈ 0 when retrieval does not depend on the topic
 
+With `--haystack` the text is real (`synth.text.contexts.topic_shift`): the document is one
+haystack document's text, and the variant's distant region is as many tokens of another
+document's text — the topic is the document's subject, not a synth topic; `old_topic` and
+`new_topic` are the two documents.
+
 Topic adaptation is the effect of the cache that is neither boundary repair (the scored tokens
 have `distance` − 1 tokens of their own topic right before them in both texts) nor retrieval of a
 fact; report it beside fact-swap's retrieval delta (`probe diagnose` does).
@@ -61,8 +66,12 @@ class TopicShift(PairedProbe):
             128, help="filler tokens of the distant region that change topic", min=8, max=8192
         )
         window: int = param(16, help="ordinary (filler) tokens scored per pair", min=1, max=512)
-        fact_distance: int = param(
-            16, help="the fact → its answer (inside the kept, unchanged text)", min=6, max=4096
+        fact_distance: int | None = param(
+            None,
+            help="the fact → its answer (inside the kept, unchanged text) [default: 16; on real "
+            "text the shortest its query allows]",
+            min=6,
+            max=4096,
         )
 
     default_n = 24
@@ -76,13 +85,17 @@ class TopicShift(PairedProbe):
     finding = "the model adapts to the distant topic"
     columns = (DISTANCE, Column("tokens", "tokens", identifies=True), *STATS, *ACCURACY, *REACH)
     plot_series = "tokens"
+    supports_haystack = True  # real text: synth.text.contexts.topic_shift
     delta_doc = (
         "mean over the scored tokens of NLL(variant: distant filler of another topic) − "
         "NLL(base), nats"
     )
 
     def plan(self, ctx: RunContext) -> None:
-        bins = distance_bins(self.params.distance, ctx)
+        from synth.generate import MIN_DISTANCE
+
+        # from the replaced region to the scored tokens: the synth floor on real text too
+        bins = distance_bins(self.params.distance, ctx, minimum=MIN_DISTANCE)
         self.groups = [
             {"distance_lo": lo, "distance_hi": hi, "tokens": t} for lo, hi in bins for t in TOKENS
         ]
@@ -90,18 +103,32 @@ class TopicShift(PairedProbe):
         for b, rng, d in draws_per_bin(self.name, ctx, bins):
             g = {t: b * len(TOKENS) + i for i, t in enumerate(TOKENS)}  # this bin's two groups
             self.jobs += self._jobs(ctx, rng, g, d, base_id=len(self.jobs))
+        ctx.require_matched(self.name, len(self.jobs))
 
     def _jobs(self, ctx: RunContext, rng, groups: dict[str, int], d: int, base_id: int):
         from synth.edits import topic_shift
         from synth.generate import make_example
+        from synth.text import contexts
+        from synth.text.render import Misaligned
 
         p = self.params
+        fact_distance = p.fact_distance or (ctx.text.min_distance if ctx.text else 16)
         lead = p.region + (d - 1) + p.window
         try:
-            base = make_example(ctx.lang, rng, [p.fact_distance], lead=lead)
-            q = base.queries[0]
-            hi = 1 + p.region  # first kept position
-            pair = topic_shift(base, rng, ctx.lang, keep=int(q.answer.start - hi))
+            if ctx.text is not None:  # the region: another haystack document's text
+                pair = contexts.topic_shift(
+                    ctx.text, rng, region=p.region, distance=d, window=p.window,
+                    fact_distance=fact_distance,
+                )  # fmt: skip
+                base, q = pair.base, pair.base.queries[0]
+            else:
+                base = make_example(ctx.lang, rng, [fact_distance], lead=lead)
+                q = base.queries[0]
+                hi = 1 + p.region  # first kept position
+                pair = topic_shift(base, rng, ctx.lang, keep=int(q.answer.start - hi))
+        except Misaligned:
+            ctx.unmatched += 1
+            return []
         except ValueError as e:
             raise ProbeInputError(f"cannot build a topic shift at distance {d}: {e}") from None
         replaced = np.flatnonzero(pair.alignment < 0)

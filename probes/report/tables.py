@@ -162,6 +162,11 @@ def print_summary(summary: dict, out=None) -> None:
             f"p {_p(m.get('p_value'))}"
             + (f", accuracy {_num(m.get('accuracy'), '{:.2f}')}" if "accuracy" in m else "")
         )
+    if m.get("unmatched_pairs"):  # real text or the tokenizer bridge: drawn, not scored
+        c.print(
+            f"unmatched: {m['unmatched_pairs']} pairs not scored (not aligned in the model's "
+            "tokens)"
+        )
     checks = summary.get("checks") or {}
     from probes.engine.checks import coverage
 

@@ -198,7 +198,19 @@ PRESETS["tiny-mamba"] = {
     "arch": {"family": "mamba", "state_size": 16},
 }
 
+# Real text (`probe train --text PATH`): the default model's shape and recipe on a user's files
+# (or `--text default`), a byte-level BPE of 2,048 tokens trained on them, half the documents
+# given English facts and queries so that lookup can be learned on real text. No curriculum:
+# the synth stream's bursty documents have no counterpart in real text.
+PRESETS["text"] = {
+    "model": _shape(2, 128, 4, 32, 512, 64, 256, dropout=0.0, pre_lnorm=True, init_std=0.06),
+    **_schedule(4000, 32, lr=3e-3, min_lr_ratio=0.1, warmup=100, decay=0.0, every=500),
+    "data": {"text": {"vocab_size": 2048, "facts": 0.5}},
+    "eval": {},
+}
+
 DEFAULT_PRESET = "tiny"
+TEXT_PRESET = "text"  # what `--text` trains with unless a preset or config file is given
 
 
 def resolve_dict(

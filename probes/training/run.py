@@ -1,9 +1,12 @@
-"""`probe train`'s work: the config from its layers, the synth stream from its `data` table, the
-recall evaluation from its `eval` table, and txl's training loop run on them.
+"""`probe train`'s work: the config from its layers, the stream from its `data` table (the synth
+stream, or real text under `data.text`: `probes.training.text_data`), the evaluation from its
+`eval` table (recall by distance; on text `probes.training.text_eval`), and txl's training loop
+run on them.
 
 Three stages, so that a caller can tell bad input from a run that failed:
 
-    resolve_job   plain data, no torch: the layered config, the run directory, the language
+    resolve_job   plain data, no torch: the layered config, the run directory, the language (on
+                  text: the corpus read, its held-out slice set apart, the BPE trained)
     prepare       this process's place under torchrun, the device and the run directory checked,
                   this rank's stream and (on rank 0) the evaluation callback
     run           txl's loop; the process group is left afterwards, however the loop ends
@@ -36,8 +39,15 @@ class TrainJob:
 
     config: TrainConfig
     run_dir: Path
-    language: Language
+    language: Language  # the synth language, or on text the TextData (its tokenizer's JSON)
     resume: bool
+
+    @property
+    def text(self):
+        """The TextData of a run on text, else None."""
+        from probes.training.text_data import TextData
+
+        return self.language if isinstance(self.language, TextData) else None
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,7 @@ def resolve_job(
     `model.vocab_size` is the language's (a different one is refused)."""
     from probes.training.presets import DEFAULT_PRESET, resolve_dict
     from probes.training.stream import language_from
+    from probes.training.text_data import load_text, text_table
     from txl.run_dir import load_run_config
     from txl.train_config import ConfigError, TrainConfig, parse_override, set_key
 
@@ -72,11 +83,17 @@ def resolve_job(
     else:
         data = resolve_dict(preset, config_file, [*explicit, *overrides])
         run_dir = out or DEFAULT_OUT / data["preset"]
-    lang = language_from(data.get("data", {}))
+    text = text_table(data.get("data", {}))
+    if text is not None:
+        lang = load_text(text, Path(run_dir), resume)  # records the corpus sha256 in `text`
+        data["data"]["text"] = text
+    else:
+        lang = language_from(data.get("data", {}))
     model = data.setdefault("model", {})
     if model.setdefault("vocab_size", lang.vocab.size) != lang.vocab.size:
+        whose = "the tokenizer trained on the text" if text is not None else "the language"
         raise ConfigError(
-            f"bad value for model.vocab_size: {model['vocab_size']}; the language has "
+            f"bad value for model.vocab_size: {model['vocab_size']}; {whose} has "
             f"{lang.vocab.size} tokens (leave it unset)"
         )
     return TrainJob(TrainConfig.from_dict(data), Path(run_dir), lang, resume)
@@ -100,6 +117,14 @@ def prepare(job: TrainJob) -> PreparedRun:
         check_arch(config.arch, config.model)
     check_fits(config, str(device))  # before any allocation: the run must fit in memory
     check_run_dir(job.run_dir, job.resume)
+    if job.text is not None:
+        from probes.training.text_eval import make_text_eval
+
+        stream = job.text.stream(
+            config.model.tgt_len, config.seed, config.batch_size, ctx.rank, ctx.world_size
+        )
+        eval_fn = make_text_eval(job.text, config.model, config.eval) if ctx.is_main else None
+        return PreparedRun(job, ctx, stream, eval_fn)
     stream = synth_stream(lang, config, config.seed, config.batch_size, ctx.rank, ctx.world_size)
     eval_fn = None
     if ctx.is_main:

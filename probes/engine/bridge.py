@@ -1,0 +1,191 @@
+"""The tokenizer bridge: probe texts built in the synth language, scored by a model that reads
+its own tokenizer's ids.
+
+Each synth token is rendered as its word with one leading space (`<eod>` as the tokenizer's
+separator, the eos/bos token of a model with its own tokenizer), the text is tokenized as a
+whole with offsets, and every annotated span — fact, value, query, answer, the edit, a document
+boundary — becomes the model tokens of its words (`synth.text.render`, the module the real-text
+probe texts use too). A pair is kept only if base and variant have the same number of model
+tokens and every model token outside the edit is the same id in both (`render.mismatch`); for a
+length-changing synth edit, every word outside the edit must keep its tokens. The answer
+contrast's other value must also fit the answer's tokens. An edit that fails is drawn again on
+the same base (another replacement value), then another base; a pair that never fits is
+counted (`unmatched`) and not scored.
+
+Distances are the model's: the fact probes' bins hold distances in model tokens, and
+`fit_distance` draws each pair's synth distance so that its distance in model tokens lands in
+the bin (a running ratio of model to synth tokens, corrected per attempt).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+from probes.engine.paired import Job
+from synth.example import Example, Fact, Pair, Query, Span
+from synth.text.render import Misaligned, Piece, Rendered, mismatch, render
+
+FIT_ATTEMPTS = 12  # bases drawn per pair before it is counted as unmatched
+EDIT_DRAWS = 8  # edits (replacement values) tried on one base
+
+
+class Unmatched(ValueError):
+    """A pair whose texts do not stay aligned in the model's tokens."""
+
+
+class Bridge:
+    def __init__(self, tokenizer, lang):
+        self.tokenizer, self.lang = tokenizer, lang
+        eod = lang.vocab.eod_id
+        self.words = [
+            tokenizer.separator if i == eod else f" {w}" for i, w in enumerate(lang.vocab.tokens)
+        ]
+        self.eod = eod
+        self.ratio = 1.0  # model tokens per synth token, a running estimate
+        self._seen = [0, 0]
+
+    # ------------------------------------------------------------------ texts
+
+    def render(self, ex: Example) -> Rendered:
+        pieces = [
+            Piece(self.words[t], d, "eod" if t == self.eod else "")
+            for t, d in zip(ex.tokens.tolist(), ex.doc_ids.tolist(), strict=True)
+        ]
+        return render(self.tokenizer, pieces)
+
+    @staticmethod
+    def span(r: Rendered, s: Span) -> Span:
+        if len(s) == 0:
+            at = int(r.spans[s.start, 0]) if s.start < len(r.spans) else len(r)
+            return Span(at, at)
+        return r.span(s.start, s.end - 1)
+
+    @staticmethod
+    def positions(r: Rendered, synth_positions) -> np.ndarray:
+        """Every model token of the given synth tokens, in order."""
+        p = np.asarray(synth_positions, dtype=np.int64)
+        if p.size == 0:
+            return p
+        return np.concatenate([np.arange(*r.spans[i]) for i in p.tolist()]).astype(np.int64)
+
+    def example(self, ex: Example, r: Rendered) -> Example:
+        """The example in model tokens, every annotation mapped."""
+
+        def fact(f: Fact) -> Fact:
+            vs = self.span(r, f.value_span)
+            return Fact(f.entity, f.attribute, tuple(int(t) for t in r.tokens[vs.start : vs.end]),
+                        self.span(r, f.span), vs, f.doc)  # fmt: skip
+
+        return ex.replace(
+            tokens=r.tokens,
+            doc_ids=r.doc_ids,
+            facts=tuple(fact(f) for f in ex.facts),
+            queries=tuple(
+                Query(q.fact, self.span(r, q.span), self.span(r, q.answer)) for q in ex.queries
+            ),
+            distractors=tuple(self.span(r, d) for d in ex.distractors),
+            meta={**ex.meta, "synth_length": len(ex)},
+        )
+
+    def tokens(self, ex: Example) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens, doc ids) of a synth text in model tokens."""
+        r = self.render(ex)
+        return r.tokens, r.doc_ids
+
+    # ------------------------------------------------------------------ pairs
+
+    def pair(self, pair: Pair) -> tuple[Pair, Rendered, Rendered]:
+        """The pair in model tokens (Unmatched when it does not stay aligned)."""
+        try:
+            rb, rv = self.render(pair.base), self.render(pair.variant)
+        except Misaligned as e:
+            raise Unmatched(str(e)) from None
+        new = np.flatnonzero(pair.alignment < 0)
+        if pair.preserves_length and np.array_equal(
+            pair.alignment[pair.alignment >= 0], np.flatnonzero(pair.alignment >= 0)
+        ):
+            why = mismatch(rb, rv, [Span(*rb.spans[i]) for i in new.tolist()])
+            if why is not None:
+                raise Unmatched(why)
+            alignment = np.arange(len(rv), dtype=np.int64)
+            alignment[self.positions(rv, new)] = -1
+        else:
+            alignment = np.full(len(rv), -1, dtype=np.int64)
+            for i, j in enumerate(pair.alignment.tolist()):
+                if j < 0:
+                    continue
+                (vs, ve), (bs, be) = rv.spans[i], rb.spans[j]
+                if ve - vs != be - bs or not np.array_equal(rv.tokens[vs:ve], rb.tokens[bs:be]):
+                    raise Unmatched(f"word {i} of the variant tokenizes otherwise than in the base")
+                alignment[vs:ve] = np.arange(bs, be)
+        mapped = Pair(self.example(pair.base, rb), self.example(pair.variant, rv), alignment,
+                      {**pair.meta, "synth_edited": new.tolist()})  # fmt: skip
+        return mapped, rb, rv
+
+    def job(self, job: Job) -> Job:
+        """A paired probe's job in model tokens: its pair, targets, fact end, contrast value and
+        check tokens mapped (Unmatched when any of them does not fit)."""
+        pair, rb, rv = self.pair(job.pair)
+        bt, vt = self.positions(rb, job.base_targets), self.positions(rv, job.variant_targets)
+        alt = None
+        if job.alt is not None:
+            tokens = job.pair.base.tokens.copy()
+            tokens[job.base_targets] = np.asarray(job.alt, dtype=np.int64)
+            try:
+                ra = self.render(job.pair.base.replace(tokens=tokens))
+            except Misaligned as e:
+                raise Unmatched(str(e)) from None
+            if mismatch(rb, ra, [Span(int(bt[0]), int(bt[-1]) + 1)]) is not None:
+                raise Unmatched("the contrast value does not fit the answer's tokens")
+            alt = tuple(int(t) for t in ra.tokens[bt])
+        check = None if job.check_targets is None else self.positions(rb, job.check_targets)
+        return dataclasses.replace(
+            job,
+            pair=pair,
+            base_targets=bt,
+            variant_targets=vt,
+            fact_end=int(rb.spans[job.fact_end, 1]) - 1,
+            alt=alt,
+            info={**job.info, "synth_distance": job.distance},
+            check_targets=check,
+        )
+
+    # ------------------------------------------------------------------ distances
+
+    def observe(self, synth: int, model: int) -> None:
+        self._seen[0] += synth
+        self._seen[1] += model
+        self.ratio = max(self._seen[1] / max(self._seen[0], 1), 1e-3)
+
+    def fit_distance(
+        self, make: Callable[[int], Callable[[], Job]], lo: int, hi: int, target: int, minimum: int
+    ) -> Job | None:
+        """A job whose distance in model tokens lies in the bin [lo, hi] (both ends included, as
+        the bins' draws are). `make(d)` draws a base at synth distance d and returns the
+        function that draws an edit of it (a replacement value, say): up to EDIT_DRAWS edits
+        are tried on a base until one keeps base and variant aligned, then the base's distance
+        is corrected toward `target` (None after FIT_ATTEMPTS bases)."""
+        d = max(minimum, round(target / self.ratio))
+        for _ in range(FIT_ATTEMPTS):
+            draw = make(d)
+            for _ in range(EDIT_DRAWS):
+                synth_job = draw()
+                try:
+                    job = self.job(synth_job)
+                    break
+                except Unmatched:
+                    continue
+            else:
+                continue  # no edit of this base fits: another base
+            got = job.distance
+            self.observe(synth_job.distance, got)
+            if lo <= got <= hi:
+                return job
+            d = max(minimum, d + round((target - got) / self.ratio))
+        return None
+
+    def record(self) -> dict:
+        return {"model_tokens_per_synth_token": round(self.ratio, 4)}

@@ -1,0 +1,215 @@
+"""Which vocabulary a model reads (`--tokenizer`), and the real text a probe writes in
+(`--haystack`). Bad input raises ProbeInputError (one line) before anything is written.
+
+A model reads the synth language's ids directly, or its own tokenizer's:
+
+- `auto` (the default) decides by the content of the tokenizer JSON the model states (a
+  Transformer-XL checkpoint's tokenizer.json; a transformers directory's tokenizer.json, the same
+  file name): a synth language (`{"format": "txl-probes/synth-language"}`: every checkpoint this
+  project trains on the synthetic language, Transformer-XL or transformers) → synth ids; a
+  tokenizers-format JSON (a checkpoint trained with `probe train --text`, or a model with a
+  tokenizer of its own) → that tokenizer; none → synth ids (the runner checks the vocabulary's
+  size, as before);
+- `synth` says the model reads synth ids whatever its directory holds (a model trained on synth
+  ids beside a tokenizer.json of another kind);
+- a path (a tokenizer.json, or a directory holding one) says the model reads that tokenizer's ids.
+
+With a tokenizer, synthetic probes go through the tokenizer bridge (`probes.engine.bridge`), and
+`--haystack` writes real text with it (`synth.text.world`). The separator that opens a document
+is the tokenizer's `<eod>` when it has one (every BPE trained here), else its eos (or bos) token,
+recorded either way. No torch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from probes.framework.probe import ProbeInputError, ProbeNotApplicable
+
+HAYSTACK_BYTES_FACTOR = 24  # memory per byte of haystack text (its words, their token counts)
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    reads: str  # "synth" | "tokenizer"
+    tokenizer: Any = None  # synth.text.tokenizer.TextTokenizer when reads == "tokenizer"
+    origin: str = ""  # where the tokenizer came from
+
+    def record(self) -> dict[str, Any]:
+        if self.tokenizer is None:
+            return {"reads": self.reads}
+        t = self.tokenizer
+        return {
+            "reads": self.reads,
+            "origin": self.origin,
+            "tokenizer_sha256": t.sha256,
+            "tokenizer_size": t.vocab.size,
+            "separator": t.separator,
+            "separator_id": int(t.vocab.eod_id),
+        }
+
+
+def model_vocabulary(lm: Any, choice: str | None, where: str) -> Vocabulary:
+    """What `lm` reads under `--tokenizer choice` (module docstring)."""
+    from synth.text.tokenizer import (
+        TextTokenizer,
+        TokenizerError,
+        separator_from_dir,
+        tokenizer_kind,
+    )
+
+    choice = (choice or "auto").strip()
+    if choice == "synth":
+        return Vocabulary("synth")
+    try:
+        if choice == "auto":
+            data = getattr(lm, "tokenizer", None)
+            if tokenizer_kind(data) != "tokenizers":
+                return Vocabulary("synth")
+            path = Path(lm.info.path)
+            sep = separator_from_dir(path) if path.is_dir() else None
+            tok = TextTokenizer(data, sep)
+            origin = f"{where}/tokenizer.json"
+        else:
+            tok = TextTokenizer.from_path(Path(choice).expanduser())
+            origin = str(Path(choice).expanduser().resolve())
+    except TokenizerError as e:
+        opt = "--model" if choice == "auto" else "--tokenizer"
+        raise ProbeInputError(f"{opt} {where if choice == 'auto' else choice!r}: {e}") from None
+    stated = getattr(lm, "tokenizer", None)
+    if choice != "auto" and tokenizer_kind(stated) == "tokenizers":
+        from synth.text.tokenizer import json_sha256
+
+        if json_sha256(stated) != tok.sha256:  # validated as a synth language would be
+            raise ProbeInputError(
+                f"--tokenizer {choice!r} is tokenizer {tok.sha256[:12]}, but model {where!r} "
+                f"states its own ({json_sha256(stated)[:12]}); drop --tokenizer"
+            )
+    size = lm.info.vocab_size
+    if size is not None and tok.vocab.size > size:
+        raise ProbeInputError(
+            f"--tokenizer: the tokenizer has {tok.vocab.size} tokens but model {where!r} reads "
+            f"{size}; give the model's own tokenizer"
+        )
+    return Vocabulary("tokenizer", tok, origin)
+
+
+def haystack_paths(value: Any) -> list[str] | None:
+    """`--haystack` as a list of paths (['default'] for the default corpus), or None."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str | os.PathLike) else list(value)
+    items = [str(x) for x in items]
+    if not items:
+        return None
+    if any(not x.strip() for x in items):
+        raise ProbeInputError("--haystack '': give UTF-8 text files, directories or 'default'")
+    if "default" in items and len(items) > 1:
+        raise ProbeInputError("--haystack default stands alone; give it or paths, not both")
+    return items
+
+
+def load_world(tokenizer: Any, paths: list[str], per: str | None) -> tuple[Any, dict[str, Any]]:
+    """The TextWorld of a haystack under a tokenizer, and what run.json records of it."""
+    from probes.limits import LimitError, require_memory
+    from synth.text.corpus import CorpusError, corpus_files, read_corpus
+    from synth.text.default_corpus import default_corpus, provenance
+    from synth.text.haystack import Haystack, HaystackError
+    from synth.text.world import TextWorld
+
+    per = per or "file"
+    try:
+        if paths == ["default"]:
+            if per != "file":
+                raise ProbeInputError("--haystack-documents applies to haystack files, not default")
+            corpus = default_corpus("haystack")
+            record = {"haystack": "default", **provenance("haystack")}
+        else:
+            files = corpus_files(paths)
+            total = sum(size for _, size in files)
+            require_memory(
+                f"the haystack ({total:,} bytes of text)",
+                HAYSTACK_BYTES_FACTOR * total,
+                "give a smaller haystack",
+            )
+            corpus = read_corpus(paths, per=per)
+            record = {
+                "haystack": [str(Path(p).expanduser().resolve()) for p in paths],
+                "documents_per": per,
+                "documents": len(corpus.documents),
+                "files": len(corpus.files),
+                "sha256": corpus.sha256,
+            }
+        world = TextWorld(tokenizer, Haystack.build(corpus, tokenizer))
+    except (CorpusError, HaystackError, LimitError) as e:
+        raise ProbeInputError(f"--haystack: {e}") from None
+    return world, {**record, **world.provenance()}
+
+
+@dataclass(frozen=True)
+class TextSetup:
+    """What a run writes its texts in and how the model reads them."""
+
+    lang: Any  # the synth Language (None on real text)
+    world: Any  # synth.text.world.TextWorld on real text, else None
+    bridge: Any  # probes.engine.bridge.Bridge for a model with its own tokenizer, else None
+    vocabulary: Vocabulary
+    record: dict[str, Any] | None  # run.json's "text": the haystack and world, on real text
+
+
+def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
+    """The texts of a run of probe `cls` (module docstring): the synth language, real text
+    (--haystack), or the synth language through the tokenizer bridge."""
+    from probes.framework.models import check_language, load_language
+
+    where = [
+        str(s) if isinstance(s, Path) else m.info.id for s, m in zip(sources, loaded, strict=True)
+    ]
+    vocabs = [model_vocabulary(m, opts.tokenizer, w) for m, w in zip(loaded, where, strict=True)]
+    vocab = vocabs[0]
+    if (
+        len({v.reads for v in vocabs}) > 1
+        or len({v.record().get("tokenizer_sha256") for v in vocabs}) > 1
+    ):
+        raise ProbeInputError(
+            f"probe {cls.name}: the models of its group read different vocabularies; give "
+            "models that read the same one"
+        )
+    paths = haystack_paths(opts.haystack)
+    if paths is None:
+        if opts.haystack_documents is not None:
+            raise ProbeInputError(
+                "--haystack-documents applies to --haystack files; give --haystack"
+            )
+        lang = load_language(opts.language)
+        if vocab.reads == "synth":
+            for m, w in zip(loaded, where, strict=True):
+                check_language(m, lang, w, tokenizer=opts.tokenizer != "synth")
+            return TextSetup(lang, None, None, vocab, None)
+        if not cls.supports_bridge:
+            raise ProbeNotApplicable(
+                f"probe {cls.name} cannot map its texts to the tokens of model {where[0]!r} (it "
+                "reads its own tokenizer); give --haystack for real text, or --tokenizer synth "
+                "if the model reads synth ids",
+                "its texts are not mapped to a model's own tokenizer",
+            )
+        from probes.engine.bridge import Bridge
+
+        return TextSetup(lang, None, Bridge(vocab.tokenizer, lang), vocab, None)
+    if not cls.supports_haystack:
+        raise ProbeNotApplicable(
+            f"probe {cls.name} does not write real text; drop --haystack",
+            "it does not write real text",
+        )
+    if opts.language is not None:
+        raise ProbeInputError("--language names a synth language; with --haystack drop it")
+    if vocab.reads != "tokenizer":
+        raise ProbeInputError(
+            f"--haystack needs a model that reads real text; model {where[0]!r} reads the synth "
+            "language (train one with probe train --text, or give --tokenizer PATH)"
+        )
+    world, record = load_world(vocab.tokenizer, paths, opts.haystack_documents)
+    return TextSetup(None, world, None, vocab, record)

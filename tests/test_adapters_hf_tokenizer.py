@@ -1,0 +1,113 @@
+"""Models with their own tokenizer (the tokenizer bridge): a tiny random transformers model
+saved with a tokenizer of its own (a byte-level BPE whose separator is its eos), probed through
+the CLI with synthetic texts and with real text; and the two kinds of tokenizer.json a model
+directory can hold told apart by content, overruled by --tokenizer. Needs the `hf` extra and
+tokenizers: `nox -s hf` runs it (TXL_REQUIRE_HF=1 makes a missing extra a failure)."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from text_helpers import foreign_bpe, require_tokenizers
+
+REQUIRED = os.environ.get("TXL_REQUIRE_HF") == "1"
+transformers = __import__("transformers") if REQUIRED else pytest.importorskip("transformers")
+require_tokenizers()
+
+from click.testing import CliRunner  # noqa: E402
+
+from probes.cli.main import cli  # noqa: E402
+from probes.testing import tiny_transformers  # noqa: E402
+from synth.language import Language  # noqa: E402
+from synth.text.tokenizer import json_sha256  # noqa: E402
+
+FAST = ["--n", "3", "--quiet", "--json"]
+EOS = "<|endoftext|>"
+
+
+@pytest.fixture(scope="module")
+def own(tmp_path_factory):
+    """A Llama-style model whose directory holds its own tokenizer (eos: <|endoftext|>)."""
+    raw = foreign_bpe()
+    path = tiny_transformers(tmp_path_factory.mktemp("own") / "llama", "llama",
+                             vocab_size=raw.get_vocab_size(), max_positions=2048)  # fmt: skip
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS)
+    fast.save_pretrained(path)
+    return path
+
+
+def invoke(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def run_json(doc):
+    return json.loads((Path(doc["run_dir"]) / "run.json").read_text())
+
+
+@pytest.mark.parametrize("real_text", [False, True])
+def test_a_model_with_its_own_tokenizer_runs_fact_swap_through_the_cli(own, tmp_path, real_text):
+    extra = ["--haystack", "default", "--distance", "40-80,120-200"] if real_text else []
+    r = invoke(["run", "fact-swap", "--model", str(own), "--evaluator", "stream", "--mem", "64",
+                *extra, "--out", str(tmp_path), *FAST])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert {"delta_mean", "delta_ci95", "p_value", "accuracy", "unmatched_pairs"} <= set(
+        doc["metrics"]
+    )
+    assert doc["n_pairs"] + doc["metrics"]["unmatched_pairs"] == 3 * len(doc["bins"])
+    assert doc["n_pairs"] >= 3 and doc["geometry"]["mem_len"] == 64
+    assert all(c["status"] != "failed" for c in doc["checks"].values())
+    vocab = run_json(doc)["vocabulary"]
+    tokenizer_json = json.loads((own / "tokenizer.json").read_text())
+    assert vocab["reads"] == "tokenizer" and vocab["separator"] == EOS
+    assert vocab["tokenizer_sha256"] == json_sha256(tokenizer_json)
+    samples = [
+        json.loads(x) for x in (Path(doc["run_dir"]) / "samples.jsonl").read_text().splitlines()
+    ]
+    for s in samples:  # distances in the model's tokens, inside their bins
+        b = doc["bins"][s["group"]]
+        assert b["distance_lo"] <= s["distance"] <= b["distance_hi"]
+        if not real_text:
+            assert s["distance"] > s["synth_distance"]  # a synth word is one or more tokens
+
+
+def test_what_a_model_reads_is_told_by_its_tokenizer_json_and_said_by_tokenizer(own, tmp_path):
+    # a transformers directory trained on the synthetic language keeps a synth tokenizer.json
+    synth_dir = tiny_transformers(tmp_path / "synth", "llama")
+    (synth_dir / "tokenizer.json").write_text(json.dumps(Language.default().to_json()))
+    common = [
+        "--evaluator",
+        "stream",
+        "--mem",
+        "32",
+        "--distance",
+        "8-20",
+        "--out",
+        str(tmp_path),
+        *FAST,
+    ]
+    r = invoke(["run", "fact-swap", "--model", str(synth_dir), *common])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (
+        run_json(doc)["vocabulary"] == {"reads": "synth"}
+        and "unmatched_pairs" not in doc["metrics"]
+    )
+    # the same ids read directly although the directory holds a tokenizer of its own
+    r = invoke(["run", "fact-swap", "--model", str(own), "--tokenizer", "synth", *common])
+    assert r.exit_code == 0, r.stderr
+    assert run_json(json.loads(r.stdout))["vocabulary"] == {"reads": "synth"}
+    # a model directory without a tokenizer, told which one it reads
+    bare = tiny_transformers(tmp_path / "bare", "llama", vocab_size=foreign_bpe().get_vocab_size())
+    r = invoke(["run", "fact-swap", "--model", str(bare), "--tokenizer", str(own), *common])
+    assert r.exit_code == 0, r.stderr
+    vocab = run_json(json.loads(r.stdout))["vocabulary"]
+    assert vocab["reads"] == "tokenizer" and vocab["origin"] == str(own.resolve())
+    # a synth language that is not the probe's is refused, as for a Transformer-XL checkpoint
+    from synth.language import LanguageConfig
+
+    other = Language(LanguageConfig(seed=3))
+    (synth_dir / "tokenizer.json").write_text(json.dumps(other.to_json()))
+    r = CliRunner().invoke(cli, ["run", "fact-swap", "--model", str(synth_dir), *common])
+    assert r.exit_code == 2 and "language mismatch" in r.stderr
