@@ -120,8 +120,9 @@ class TrainConfig:
         out["model"] = self.model.to_dict()
         out["data"] = json.loads(json.dumps(self.data))
         out["eval"] = json.loads(json.dumps(self.eval))
-        if self.arch:  # omitted when empty (Transformer-XL): older saved configs compare equal
-            out["arch"] = json.loads(json.dumps(self.arch))
+        out["arch"] = json.loads(json.dumps(self.arch))
+        if not self.arch:  # omitted when empty (Transformer-XL): older saved configs compare equal
+            del out["arch"]
         return out
 
     @classmethod
