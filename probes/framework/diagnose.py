@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import Any
 
 # The run options diagnose takes (it runs every cache policy it needs itself, so no
-# --reset/--carry, and the cached evaluator only); `model` may be a list: the group.
+# --reset/--carry, and the cached evaluator only, with its choice of memory); `model` may be a
+# list: the group.
 OPTIONS = (
     "model", "mem", "tgt_len", "clamp_len", "same_length", "n", "seed", "device", "dtype",
-    "threads", "out", "quick", "language",
+    "threads", "out", "quick", "language", "cache",
 )  # fmt: skip
 
 ROW_DOCS = {

@@ -85,6 +85,14 @@ class RunOptions:
         metavar="K",
         help="First tokens kept in the cache by --evaluator sinks. [default: 4]",
     )
+    cache: Literal["auto", "kv", "hidden"] | None = param(
+        None,
+        help="What the Transformer-XL cached evaluator keeps of earlier segments: kv (each "
+        "layer's keys and values: a segment projects only its own tokens; exact for relative "
+        "positions, rel and shaw) or hidden (the layer inputs, projected again by every segment, "
+        "as in training); auto takes kv where it is exact. Recorded in run.json. "
+        "[default: auto]",
+    )
     dtype: Literal["float32", "float64", "bfloat16"] = param(
         "float32", show_default=True, help="Evaluation precision (recorded)."
     )

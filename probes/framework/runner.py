@@ -115,6 +115,7 @@ def prepare(
             device=dev,
             dtype=opts.dtype,
             sinks=opts.sinks,
+            cache=opts.cache,
             log=progress.log,
         )
         for s in sources
