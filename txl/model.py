@@ -97,7 +97,10 @@ class Block(nn.Module):
 
 
 class TransformerXL(nn.Module):
-    def __init__(self, config: TXLConfig):
+    def __init__(self, config: TXLConfig, *, shapes_only: bool = False):
+        """shapes_only: a model built (on the meta device) only for its parameters' names and
+        shapes: no random init and no sinusoid table computed. On meta, those ops run through
+        torch's Python decompositions, whose first use imports torch._dynamo (seconds)."""
         super().__init__()
         if config.pos_enc in ("rel", "abs") and config.d_model % 2:
             raise ValueError(
@@ -106,11 +109,15 @@ class TransformerXL(nn.Module):
         self.config = config
         H, D = config.n_head, config.d_head
 
-        self.word_emb = nn.Embedding(config.vocab_size, config.d_model)
+        if not shapes_only:
+            self.word_emb = nn.Embedding(config.vocab_size, config.d_model)
+        else:  # a given weight: nn.Embedding then skips its own random init
+            weight = torch.empty(config.vocab_size, config.d_model)
+            self.word_emb = nn.Embedding(config.vocab_size, config.d_model, _weight=weight)
         self.emb_scale = math.sqrt(config.d_model)
         self.drop = nn.Dropout(config.dropout)
         if config.pos_enc in ("rel", "abs"):
-            self.sinusoid = SinusoidEncoding(config.d_model)
+            self.sinusoid = SinusoidEncoding(config.d_model, compute=not shapes_only)
         if not config.untie_r and config.pos_enc in ("rel", "shaw"):
             self.bias_u = nn.Parameter(torch.empty(H, D))  # u of §3.3, shared by all layers
         if not config.untie_r and config.pos_enc == "rel":
@@ -119,7 +126,8 @@ class TransformerXL(nn.Module):
         if not config.tie_weight:
             self.out_weight = nn.Parameter(torch.empty(config.vocab_size, config.d_model))
         self.out_bias = nn.Parameter(torch.zeros(config.vocab_size))
-        self.reset_parameters()
+        if not shapes_only:
+            self.reset_parameters()
 
     # ------------------------------------------------------------------ init
     def reset_parameters(self) -> None:
