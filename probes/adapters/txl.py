@@ -36,6 +36,11 @@ from txl.device import resolve_device as resolve_torch_device
 from txl.geometry import Geometry
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+FORWARD_BUDGET = 400 * 2**20  # bytes of activations and memory one forward plans for
+# The KV memory on a CPU plans for less: its forwards are then no slower (the main job measured
+# the same at 64, 128 and 400 MiB) while the working set stays within a large last-level cache
+# and the run's peak RSS drops by about 200 MB.
+KV_CPU_BUDGET = 128 * 2**20
 
 
 class AdapterError(ValueError):
@@ -109,9 +114,19 @@ class _TXLBase:
         logits = 2 * geometry.tgt_len * c.vocab_size
         return itemsize * (attn + states + logits)
 
-    def max_rows(self, geometry: Geometry, budget_bytes: int = 400 * 2**20) -> int:
-        """Rows per forward that keep activations and memory within `budget_bytes`."""
-        return max(1, min(256, budget_bytes // max(self.row_bytes(geometry), 1)))
+    def max_rows(self, geometry: Geometry, budget_bytes: int | None = None) -> int:
+        """Rows per forward that keep activations and memory within `budget_bytes` (None: the
+        adapter's own, `forward_budget`)."""
+        budget = self.forward_budget() if budget_bytes is None else budget_bytes
+        return max(1, min(256, budget // max(self.row_bytes(geometry), 1)))
+
+    def forward_budget(self) -> int:
+        """Bytes one forward may plan for. The KV memory on a CPU: KV_CPU_BUDGET. Everything else
+        keeps FORWARD_BUDGET, so the hidden-state memory and the recompute evaluator batch (and
+        round) exactly as runs recorded before the KV memory did, and rerun bit for bit."""
+        if self.cache == "kv" and self.device.type == "cpu":
+            return KV_CPU_BUDGET
+        return FORWARD_BUDGET
 
     @torch.inference_mode()
     def score_window(self, tokens, doc_ids, positions, window: int, geometry) -> TokenScores:
