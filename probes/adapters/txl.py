@@ -59,15 +59,17 @@ def resolve_device(device: str) -> str:
 def default_threads() -> int:
     """The cores this process may use, less those other processes keep busy (the 1-minute load
     average, rounded down): oversubscribed OpenMP threads spin against each other, and on a
-    shared 2-core machine one thread then evaluates 2–3× faster than two."""
+    shared 2-core machine one thread then evaluates 2–3× faster than two. Under torchrun the
+    ranks on this machine share them (probes.framework.ranks.local_share)."""
     from probes.framework.provenance import cpu_count
+    from probes.framework.ranks import local_share
 
     cores = cpu_count()
     try:
         busy = int(os.getloadavg()[0])
     except OSError:  # pragma: no cover - no load average on this platform
         busy = 0
-    return max(1, cores - busy)
+    return local_share(max(1, cores - busy))
 
 
 @contextmanager

@@ -91,8 +91,14 @@ def _options(skip, values: dict[str, Any]):
     from probes.framework import registry
     from probes.framework.options import RunOptions
     from probes.framework.probe import ProbeInputError
+    from probes.framework.ranks import Ranks
     from probes.framework.results import RunDirError, check_writable
 
+    if Ranks.from_env().enabled:
+        raise ProbeInputError(
+            "probe diagnose runs in one process (its sweeps do not divide among processes); "
+            "run it without torchrun, or run its paired probes one by one under torchrun"
+        )
     names = suite()
     unknown = [s for s in skip if s not in names]
     if unknown:

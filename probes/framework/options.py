@@ -62,7 +62,8 @@ class RunOptions:
         min=1,
         max=MAX_N,
         metavar="N",
-        help="Pairs per bin / grid cell. [default: the probe's]",
+        alias="-n",  # under torchrun: its parser takes --n for an abbreviation of its own --nnodes
+        help="Pairs per bin / grid cell (also -n). [default: the probe's]",
     )
     seed: int = param(0, min=0, metavar="N", show_default=True, help="Seed of the pairs.")
     device: Literal["auto", "cpu", "cuda"] = param(

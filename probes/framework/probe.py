@@ -67,6 +67,7 @@ class RunContext:
     group: list = field(default_factory=list)
     margin: float = 0.05  # the run's minimum effect (the probe's, or --min-effect)
     margin_source: str = "probe"  # "probe" | "--min-effect"
+    ranks: Any = None  # probes.framework.ranks.Ranks under torchrun; None: one process
 
     def rng(self, *path: int | str):
         """A generator for this run's seed in the "probe" namespace, one stream per `path`
@@ -133,6 +134,9 @@ class Probe:
     # True: the probe runs every cache policy itself (reset and carry on the same tokens), so a
     # run's --reset/--carry would mean nothing; the runner refuses it (exit 2).
     runs_every_policy: ClassVar[bool] = False
+    # True: the probe scores only through probes.engine.rows.score_batches, so its items can be
+    # divided among several processes (probes.framework.ranks); others are refused under torchrun.
+    shards: ClassVar[bool] = False
     # Set by @probe(..., diagnose=N): its place in `probe diagnose` (None: not part of it).
     diagnose: ClassVar[int | None] = None
     # The bin table's columns (probes.framework.declarations.Column), in order.
