@@ -125,16 +125,19 @@ class KVMemory:
 
 
 class PositionKeys:
-    """The position side of a "rel" score, W_R r_d for distances d = 0 … n − 1, per layer:
-    computed once and reused by every segment (the hidden-state path recomputes it per layer and
+    """The position side of a "rel" score, W_R r_d, per layer: computed once for distances
+    d = 0 … n − 1 and reused by every segment (the hidden-state path recomputes it per layer and
     segment). Row d depends on d only, not on the geometry, so one table serves every geometry
-    of an evaluation; it is rebuilt larger when a forward needs a longer distance.
+    of an evaluation; it is rebuilt larger when a forward needs a longer distance. The rows one
+    window of keys reads, laid out for its position grid (H, D, K+1), are kept for the last
+    window size per layer: once the memory is full every segment has the same one.
 
     Only valid while the weights stay as they are: build one per evaluation call, never keep it
     across training steps."""
 
     def __init__(self) -> None:
         self._keys: dict[int, Tensor] = {}  # layer index → (n, H·D)
+        self._grid: dict[int, tuple[tuple[int, int], Tensor]] = {}  # layer → ((K, limit), grid)
 
     def get(self, layer: int, attn, n: int, sinusoid) -> Tensor:
         """(≥ n, H·D): W_R r_d of layer `layer` (its attention `attn`) for d = 0 … n − 1 at least;
@@ -144,3 +147,18 @@ class PositionKeys:
             have = attn.r_proj(sinusoid(n))  # (n, H·D)
             self._keys[layer] = have
         return have
+
+    def grid(self, layer: int, attn, n: int, sinusoid, rel_dist: Tensor, limit: int) -> Tensor:
+        """(H, D, K+1) contiguous: the rows of `get(...)` at the grid's columns for a window of
+        K keys (rel_dist (T, K), distances capped at `limit`; txl.attention.shift_columns)."""
+        from txl.attention import shift_columns
+
+        key = (rel_dist.shape[1], limit)
+        kept = self._grid.get(layer)
+        if kept is None or kept[0] != key:
+            cols = shift_columns(rel_dist)  # depends on K and limit only
+            rows = self.get(layer, attn, n, sinusoid)[cols]  # (K+1, H·D)
+            grid = rows.view(len(cols), attn.n_head, attn.d_head).permute(1, 2, 0).contiguous()
+            kept = (key, grid)
+            self._grid[layer] = kept
+        return kept[1]

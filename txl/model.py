@@ -322,7 +322,9 @@ class TransformerXL(nn.Module):
         start = max(0, n_keys - geometry.mem_len)  # what the next segment keeps
         for i, layer in enumerate(self.layers):
             if cfg.pos_enc == "rel":
-                pos["r_keys"] = position_keys.get(i, layer.attn, rows, self.sinusoid)
+                pos["r_grid"] = position_keys.grid(
+                    i, layer.attn, rows, self.sinusoid, rel_dist, limit
+                )
             h, k, v = layer.attn.forward_kv(
                 h,
                 memory.keys[i],
