@@ -55,25 +55,34 @@ class Ranks:
 
     def join(self, device: str) -> None:
         """Join the process group on `device` ("cpu" | "cuda"; CUDA: this rank's own GPU,
-        LOCAL_RANK). Idempotent; nothing for one process."""
+        LOCAL_RANK). Nothing for one process, or when the caller's process group exists
+        already (a probe run inside a torchrun program of its own keeps that group)."""
+        global _joined
         if not self.enabled:
             return
         import torch
+        import torch.distributed as dist
 
         from txl import distributed
 
+        if dist.is_initialized():
+            return
         ctx = distributed.DistContext(self.rank, self.world_size, self.local_rank)
         where = torch.device("cuda", self.local_rank) if device == "cuda" else torch.device("cpu")
         distributed.init(ctx, where)
+        _joined = True
 
     def leave(self) -> None:
-        """Leave the process group after a barrier (every rank has finished its part)."""
-        if not self.enabled:
+        """Leave the process group `join` created, after a barrier (every rank has finished its
+        part); a group the caller made is left as it is."""
+        global _joined
+        if not (self.enabled and _joined):
             return
         from txl import distributed
 
         distributed.barrier()
         distributed.shutdown()
+        _joined = False
 
     def gather(self, obj: Any) -> list[Any]:
         """Every rank's `obj`, in rank order, on every rank ([obj] for one process)."""
@@ -88,6 +97,7 @@ class Ranks:
 
 
 ONE = Ranks()
+_joined = False  # whether this process's group was made by `join` (and is `leave`'s to end)
 
 
 def local_share(cores: int) -> int:
