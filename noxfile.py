@@ -66,7 +66,8 @@ def parity(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Speed and memory figures, printed as tables (never asserted)."""
+    """Speed and memory figures, printed as tables (never asserted; the diagnose rows take
+    several minutes). `nox -s bench -- kv probe_run` runs some of them."""
     _install(session, "transformers==4.35.2", constraints=PARITY_CONSTRAINTS)
     session.run("python", "-m", "benchmarks", *session.posargs)
 

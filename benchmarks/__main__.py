@@ -13,7 +13,8 @@ from rich.console import Console
 
 
 def main(argv: list[str]) -> int:
-    console = Console()
+    # piped to a file or a log: wide enough that the tables keep their column names
+    console = Console() if sys.stdout.isatty() else Console(width=150)
     import benchmarks
 
     names = sorted(

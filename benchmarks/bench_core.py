@@ -4,12 +4,13 @@
    (transformers 4.35.2, the reference port) — same shape, same batch, same optimizer, memory
    carried across steps — interleaved round by round so that a noisy neighbour slows both alike.
    The model's FLOP/s is given as a share of an fp32 matmul peak measured in the same run.
-2. Per-token evaluation time of the cached evaluator (mem_len = L with same_length: every query
-   sees exactly L keys) against the sliding-window recompute evaluator (a fresh window of L tokens
-   per scored token, the paper's vanilla baseline) — the curve of the paper's Table 9. Recompute
-   is timed on a sample of positions (it costs a whole window per token).
-3. Peak memory of cached evaluation at mem 640 and 3,800, and bytes per cached token (the slope
-   of peak memory against mem_len), each point in a fresh process (peak RSS, Linux).
+2. Per-token evaluation time of the cached evaluator (its KV memory; mem_len = L with
+   same_length: every query sees exactly L keys) against the sliding-window recompute evaluator
+   (a fresh window of L tokens per scored token, the paper's vanilla baseline) — the curve of the
+   paper's Table 9. Recompute is timed on a sample of positions (it costs a whole window per
+   token). kv against the hidden-state memory is benchmarks/bench_kv.py.
+3. Peak memory of cached evaluation (KV memory) at mem 640 and 3,800, and bytes per cached token
+   (the slope of peak memory against mem_len), each point in a fresh process (peak RSS, Linux).
 
 Measures and prints; never asserts (timing belongs in benchmarks, not tests). The HF row is skipped
 when transformers (or its TransfoXL) is missing. Takes about a minute or two on 2 cores.
@@ -88,15 +89,21 @@ def matmul_peak_flops(n: int = 1536, repeats: int = 5) -> float:
     return 2 * n**3 / best
 
 
-def forward_flops_per_token(cfg: TXLConfig, batch: int, tgt_len: int, mem_len: int) -> float:
-    """Multiply-adds ×2 that one forward executes per token of a segment with a full memory (every
-    matmul of the model as written: the full T × (M+T) score grid, keys and values of the memory
-    re-projected every segment, the distance projection once per segment)."""
+def forward_flops_per_token(
+    cfg: TXLConfig, batch: int, tgt_len: int, mem_len: int, cache: str = "hidden"
+) -> float:
+    """Multiply-adds ×2 that one forward executes per token of a segment with a full memory,
+    every matmul of the model as written: the full T × (M+T) score grid; with the hidden-state
+    memory (training, `--cache hidden`) the memory's keys and values are projected again every
+    segment and W_R r once per segment and layer; with the KV memory (`kv`) only the segment's
+    own keys and values are projected and W_R r once per evaluation (shared by every segment:
+    not counted)."""
     d, hd, T, K = cfg.d_model, cfg.n_head * cfg.d_head, tgt_len, mem_len + tgt_len
+    projected = T if cache == "kv" else K  # positions whose k and v a segment projects
     per_layer = (
         2 * d * hd  # q
-        + 2 * 2 * d * hd * K / T  # k, v of [mem; segment]
-        + 2 * d * hd * K / (T * batch)  # W_R r, once per segment
+        + 2 * 2 * d * hd * projected / T  # k, v
+        + (0 if cache == "kv" else 2 * d * hd * K / (T * batch))  # W_R r, once per segment
         + 2 * hd * K * 2  # content and position scores
         + 2 * hd * K  # probabilities @ values
         + 2 * hd * d  # output projection
@@ -240,9 +247,9 @@ def _recompute_seconds_per_token(model: TransformerXL, L: int, n_pos: int) -> fl
 def bench_evaluation(console: Console) -> None:
     model = _model(_config()).eval()
     table = Table(
-        title=f"Evaluation time per token, attention length L (cached: mem_len L, same_length, "
-        f"tgt_len {model.config.tgt_len}, {EVAL_ROWS} streams; recompute: window L, "
-        "its default batching)"
+        title=f"Evaluation time per token, attention length L (cached: KV memory, mem_len L, "
+        f"same_length, tgt_len {model.config.tgt_len}, {EVAL_ROWS} streams; recompute: window "
+        "L, its default batching)"
     )
     for col in ("L", "cached ms/token", "recompute ms/token", "recompute / cached", "positions"):
         table.add_column(col, justify="right")
@@ -293,10 +300,8 @@ def _memory_probe(mem_len: int) -> None:
         pass
     tokens = rng.integers(0, VOCAB, size=(1, mem_len + 4 * T + 1))
     geometry = Geometry(T, mem_len, None, same_length=mem_len > 0)
-    result = stream_nll(model, tokens, np.zeros_like(tokens), geometry)
-    cache = sum(s.numel() * s.element_size() for s in result.memory.states)
-    cache += result.memory.doc_ids.numel() * result.memory.doc_ids.element_size()
-    print(json.dumps({"peak": _proc_status("VmHWM") - base, "cache": cache}))
+    result = stream_nll(model, tokens, np.zeros_like(tokens), geometry, cache="kv")
+    print(json.dumps({"peak": _proc_status("VmHWM") - base, "cache": result.memory.nbytes()}))
 
 
 def bench_memory(console: Console) -> None:
@@ -316,8 +321,8 @@ def bench_memory(console: Console) -> None:
     slope_cache = np.polyfit(xs, [points[M]["cache"] for M in MEMORY_LENGTHS], 1)[0]
     cfg = _config()
     table = Table(
-        title=f"Cached evaluation memory (one stream, tgt_len {cfg.tgt_len}, same_length, float32; "
-        "peak RSS above the loaded model, fresh process per row)"
+        title=f"Cached evaluation memory (KV memory, one stream, tgt_len {cfg.tgt_len}, "
+        "same_length, float32; peak RSS above the loaded model, fresh process per row)"
     )
     for col in ("mem_len", "peak MiB", "cache MiB"):
         table.add_column(col, justify="right")
@@ -329,10 +334,12 @@ def bench_memory(console: Console) -> None:
         "slope", f"{slope_peak:,.0f} B/token", f"{slope_cache:,.0f} B/token", style="bold"
     )
     console.print(table)
+    per_token = 2 * cfg.n_layer * cfg.n_head * cfg.d_head * 4 + 8
     console.print(
-        f"the cache itself: n_layer × d_model × 4 B + 8 B doc id = "
-        f"{cfg.n_layer * cfg.d_model * 4 + 8:,} B per cached token; the peak's slope adds the "
-        "per-segment scores over \\[mem; segment] (∝ n_head × tgt_len per cached token)"
+        f"the cache itself: 2 (keys, values) × n_layer × n_head × d_head × 4 B + 8 B doc id = "
+        f"{per_token:,} B per cached token (the hidden-state memory: n_layer × d_model × 4 B + "
+        f"8 B = {cfg.n_layer * cfg.d_model * 4 + 8:,} B); the peak's slope adds the per-segment "
+        "scores over \\[mem; segment] (∝ n_head × tgt_len per cached token)"
     )
 
 

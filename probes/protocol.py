@@ -59,11 +59,15 @@ class ModelInfo:
     dtype: str = "float32"
     device: str = "cpu"
     extra: dict[str, Any] = field(default_factory=dict)  # anything else worth recording
+    # a streaming evaluator's memory: {"memory": "kv" | "hidden", "requested", "why"}; None where
+    # the adapter has no choice of memory
+    cache: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        if not d["extra"]:
-            del d["extra"]  # recorded only when there is something in it
+        for key in ("extra", "cache"):
+            if not d[key]:
+                del d[key]  # recorded only when there is something in it
         return d
 
 

@@ -205,6 +205,15 @@ def test_a_directory_that_is_not_a_usable_model_is_refused_naming_the_path(dirs,
         hf_load.load(dirs["llama"], evaluator="cached")
 
 
+def test_the_transformer_xl_cache_option_is_refused_for_a_transformers_model(dirs):
+    from probes.framework.models import ModelCache
+    from probes.framework.probe import ProbeInputError
+
+    with pytest.raises(ProbeInputError, match="drop --cache"):
+        ModelCache().get(Path(dirs["llama"]), evaluator=None, device="cpu", dtype="float32",
+                         cache="kv")  # fmt: skip
+
+
 def invoke(args):
     return CliRunner().invoke(cli, args, catch_exceptions=False)
 

@@ -95,6 +95,9 @@ CASES = [
     ("run-negative-min-effect", ("run", "fact-swap", "--min-effect", "-1", *OUT), None, 2, "--min-effect"),
     ("run-bad-probe-param", ("run", "recl", "--r", "2.0", *OUT), None, 2, "(0, 1]"),
     ("run-file-probe-missing", ("run", "nofile.py:Probe", *OUT), None, 2, "nofile.py"),
+    ("run-bad-cache", ("run", "fact-swap", "--cache", "fast", *OUT), None, 2, "--cache"),
+    ("run-kv-cache-absolute", ("run", "fact-swap", "--model", "abs", "--cache", "kv", *OUT), None, 2, "not exact"),
+    ("run-cache-recompute", ("run", "fact-swap", "--evaluator", "recompute", "--cache", "hidden", *OUT), None, 2, "--evaluator cached"),
     # probe run: model directories
     ("model-config-is-a-list", ("run", "fact-swap", "--model", "m", *OUT), _model_with(lambda c: [c]), 2, "config.json"),
     ("model-config-type-error", ("run", "fact-swap", "--model", "m", *OUT), _model_with(lambda c: {**c, "model": {**c["model"], "n_layer": "two"}}), 2, "n_layer"),

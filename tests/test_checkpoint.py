@@ -103,8 +103,8 @@ class SharedTensorTXL(TransformerXL):
     embedding would): safetensors refuses shared tensors, so the checkpoint must store it once and
     tie it again on load."""
 
-    def __init__(self, config: TXLConfig):
-        super().__init__(config)
+    def __init__(self, config: TXLConfig, **kwargs):
+        super().__init__(config, **kwargs)
         self.lm_head = torch.nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.lm_head.weight = self.word_emb.weight
 

@@ -133,3 +133,15 @@ def test_grouped_is_deterministic_and_p_adjusted_never_below_raw(xs):
         assert g["p_value"] >= g["p_raw"]
         if g["ci95"] is not None:
             assert g["ci95"][0] <= g["delta_mean"] <= g["ci95"][1] + 1e-12
+
+
+@given(df=st.integers(1, 10_000), q=st.floats(0.5, 0.999999))
+def test_quantiles_from_scipy_special_equal_scipy_stats_bitwise(df, q):
+    """stats.py reads its quantiles from scipy.special (no scipy.stats import): the same bits."""
+    assert stats.t_quantile(q, df) == float(sst.t.ppf(q, df))
+    lo, hi = stats.wilson(3, 10, level=2 * q - 1 if q > 0.5 else 0.5) or (0, 0)
+    z = float(sst.norm.ppf(0.5 + (2 * q - 1 if q > 0.5 else 0.5) / 2))
+    p, n = 0.3, 10
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    assert (lo, hi) == (max(0.0, centre - half), min(1.0, centre + half))

@@ -14,6 +14,7 @@ from txl_helpers import POS_ENCS, one_thread, tiny_model  # noqa: F401 (one_thre
 
 from txl.evaluator import stream_nll
 from txl.geometry import Geometry
+from txl.kv_memory import KVMemory
 from txl.masking import attention_mask
 from txl.memory import Memory
 from txl.model import TransformerXL
@@ -109,17 +110,20 @@ def test_same_length_key_count_in_the_model():
         ).abs().max() > 1e-6
 
 
+@pytest.mark.parametrize("cache", ["auto", "hidden"])
 @pytest.mark.parametrize("pos_enc", POS_ENCS)
-def test_float64_and_float32_agree(pos_enc):
+def test_float64_and_float32_agree(pos_enc, cache):
     model = MODELS[pos_enc]
     rng = np.random.default_rng(4)
     tokens = rng.integers(0, VOCAB, size=(2, 23))
     docs = np.sort(rng.integers(0, 2, size=(2, 23)), axis=1)
     geometry = Geometry(5, 6, clamp_len=8, same_length=True)
-    f64 = stream_nll(model, tokens, docs, geometry, dtype=torch.float64)
-    f32 = stream_nll(model, tokens, docs, geometry, dtype=torch.float32)
+    f64 = stream_nll(model, tokens, docs, geometry, dtype=torch.float64, cache=cache)
+    f32 = stream_nll(model, tokens, docs, geometry, dtype=torch.float32, cache=cache)
     np.testing.assert_allclose(f32.nll, f64.nll, rtol=0, atol=1e-5)
-    assert f32.memory.states[0].dtype == torch.float32
+    kv = isinstance(f32.memory, KVMemory)
+    assert kv == (cache == "auto" and pos_enc in ("rel", "shaw"))
+    assert (f32.memory.keys if kv else f32.memory.states)[0].dtype == torch.float32
     assert next(model.parameters()).dtype == torch.float64  # the caller's model is untouched
 
 

@@ -93,26 +93,77 @@ class RelMultiHeadAttention(nn.Module):
         rel_dist: (T, M+T) long distance index in [0, n_dist) (the rel-shift reads its last row);
         r: (n_dist, d) sinusoid of distances 0 … n_dist−1 ("rel"); bias_u, bias_v: (H, D).
         -> (B, T, d)."""
-        B, T, _ = h.shape
+        B = h.shape[0]
         M = mem.shape[1]
-        K = M + T
         H, D = self.n_head, self.d_head
-        if not isinstance(mask, ScoreMask):
-            mask = ScoreMask(mask, H)
         mem = mem.to(h.dtype)
         # LayerNorm is per position: LN([mem; h]) = [LN(mem); LN(h)]
         x_h = self.norm(h) if self.pre_lnorm else h  # (B, T, d)
         x_m = self.norm(mem) if self.pre_lnorm else mem  # (B, M, d)
-
-        # Q, K, V of the segment in one matmul; K and V of the memory apart: it is detached, so
-        # autograd skips the input gradient of its M rows (most of the K). The parameters stay
-        # q_proj / k_proj / v_proj; concatenating them per call, (3·H·D, d), costs next to nothing.
-        w_qkv = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
-        qkv = F.linear(x_h, w_qkv).view(B, T, 3, H, D).permute(2, 3, 0, 1, 4)  # (3, H, B, T, D)
-        q, k, v = qkv.unbind(0)  # (H, B, T, D) each
+        q, k, v = self._segment_qkv(x_h)  # (H, B, T, D) each
         if M:  # [mem; h] along time, heads first (the concatenation is the one copy)
             k = torch.cat([self.k_proj(x_m).view(B, M, H, D).permute(2, 0, 1, 3), k], dim=2)
             v = torch.cat([self.v_proj(x_m).view(B, M, H, D).permute(2, 0, 1, 3), v], dim=2)
+        r_keys = self.r_proj(r) if self.pos_enc == "rel" else None  # (n_dist, H·D) W_R r_d
+        return self._attend(h, q, k, v, mask, rel_dist, n_dist, r_keys, bias_u, bias_v)
+
+    def forward_kv(
+        self,
+        h: Tensor,
+        mem_k: Tensor,
+        mem_v: Tensor,
+        mask: ScoreMask,
+        rel_dist: Tensor | None = None,
+        n_dist: int = 0,
+        r_grid: Tensor | None = None,
+        bias_u: Tensor | None = None,
+        bias_v: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The same layer over a memory of projected keys and values (txl.kv_memory; evaluation,
+        "rel" and "shaw" only): mem_k, mem_v: (H, B, M, D), the keys and values the segments
+        before projected of their own positions; r_grid: (H, D, M+T+1), W_R r_d of the
+        distances the rel-shift reads (`shift_columns`), computed once (txl.kv_memory.PositionKeys)
+        ("rel"). The memory is not projected again.
+        -> (out (B, T, d), keys (H, B, M+T, D), values (H, B, M+T, D)): [memory; segment]."""
+        x_h = self.norm(h) if self.pre_lnorm else h  # (B, T, d)
+        q, k, v = self._segment_qkv(x_h)  # (H, B, T, D) each
+        k = torch.cat([mem_k.to(k.dtype), k], dim=2)  # (H, B, K, D)
+        v = torch.cat([mem_v.to(v.dtype), v], dim=2)  # (H, B, K, D)
+        out = self._attend(h, q, k, v, mask, rel_dist, n_dist, None, bias_u, bias_v, r_grid)
+        return out, k, v
+
+    def _segment_qkv(self, x_h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Q, K, V of the segment in one matmul -> (H, B, T, D) each. The memory's K and V are
+        projected apart (or cached): it is detached, so autograd skips the input gradient of its
+        M rows (most of the K). The parameters stay q_proj / k_proj / v_proj; concatenating them
+        per call, (3·H·D, d), costs next to nothing."""
+        B, T, _ = x_h.shape
+        H, D = self.n_head, self.d_head
+        w_qkv = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+        qkv = F.linear(x_h, w_qkv).view(B, T, 3, H, D).permute(2, 3, 0, 1, 4)  # (3, H, B, T, D)
+        return qkv.unbind(0)
+
+    def _attend(
+        self,
+        h: Tensor,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | ScoreMask,
+        rel_dist: Tensor | None,
+        n_dist: int,
+        r_keys: Tensor | None,
+        bias_u: Tensor | None,
+        bias_v: Tensor | None,
+        r_grid: Tensor | None = None,
+    ) -> Tensor:
+        """Scores, softmax, values, output projection and the residual: q (H, B, T, D) of the
+        segment, k and v (H, B, K, D) of [memory; segment]; "rel": r_keys (≥ n_dist, H·D) W_R r_d,
+        or r_grid (H, D, K+1), those rows already laid out for the rel-shift. -> (B, T, d)."""
+        H, B, T, D = q.shape
+        K = k.shape[2]
+        if not isinstance(mask, ScoreMask):
+            mask = ScoreMask(mask, H)
         k, v = k.reshape(H * B, K, D), v.reshape(H * B, K, D)  # (H·B, K, D)
         # the 1/√d_head of all four terms is applied to the queries (T·D values, not T·K scores),
         # so every score term below is already scaled
@@ -124,10 +175,10 @@ class RelMultiHeadAttention(nn.Module):
         # position terms (b) + (d), or Shaw's, on the (i, j) grid: (H·B, T, K), a strided view
         pos = None
         if self.pos_enc in ("rel", "shaw"):
-            cols = torch.cat([rel_dist[-1, :1], rel_dist[-1]])  # (K+1,) see _rel_shift
+            cols = shift_columns(rel_dist)  # (K+1,)
             q_bt = q.reshape(H, B * T, D)  # (H, B·T, D) the queries of all rows at once
             if self.pos_enc == "rel":  # (q_i + v)·W_R r_d
-                r_k = self.r_proj(r)[cols].view(K + 1, H, D).permute(1, 2, 0)  # (H, D, K+1)
+                r_k = r_grid if r_grid is not None else _grid_keys(r_keys, cols, H, D)
                 q_v = q_bt + bias_v[:, None, :].to(q.dtype) * self.scale  # (H, B·T, D)
                 grid = torch.bmm(q_v, r_k.to(q.dtype))  # (H, B·T, K+1)
             else:  # Shaw et al.: q_i·e_d + b_d
@@ -136,9 +187,15 @@ class RelMultiHeadAttention(nn.Module):
                 grid = torch.baddbmm(b * self.scale, q_bt, e)  # (H, B·T, K+1)
             pos = _rel_shift(grid.view(H * B, T, K + 1))  # (H·B, T, K)
 
-        # the additive score terms: the position term (if any) and the mask bias
-        bias = mask.bias(q.dtype)  # (H·B, T, K) 0, or a finite value far below any score
-        bias = bias if pos is None else pos + bias  # (H·B, T, K)
+        # the additive score terms: the position term (if any) and the mask bias, 0 or a finite
+        # value far below any score (broadcast over the heads: the mask is the same for each)
+        if pos is None:
+            bias = mask.per_head(q.dtype)  # (H·B, T, K)
+        elif torch.is_grad_enabled():  # a fresh tensor, for the in-place accumulation below
+            bias = (pos.view(H, B, T, K) + mask.bias(q.dtype)).view(H * B, T, K)
+        else:  # into the position grid where it lies (the rel-shift view's entries are distinct):
+            # the same sums without a fresh (H, B, T, K) tensor, whose first touch costs more
+            bias = pos.view(H, B, T, K).add_(mask.bias(q.dtype)).view(H * B, T, K)
         dropatt = self.dropatt if self.training else 0.0
         if torch.is_grad_enabled():
             # softmax((q_i + u)·k_j + bias_ij) @ v, written out (a fused kernel would fall back to
@@ -169,6 +226,18 @@ class RelMultiHeadAttention(nn.Module):
         if self.pre_lnorm:
             return h + out
         return self.norm(h + out)
+
+
+def shift_columns(rel_dist: Tensor) -> Tensor:
+    """The distance index of each column of the position grid: the distances the LAST query has
+    to the keys, with column 0 repeating column 1 (never visible; see `_rel_shift`).
+    rel_dist: (T, K) -> (K+1,) long."""
+    return torch.cat([rel_dist[-1, :1], rel_dist[-1]])
+
+
+def _grid_keys(r_keys: Tensor, cols: Tensor, n_head: int, d_head: int) -> Tensor:
+    """W_R r_d of the grid's columns, heads first: (n, H·D) table, (K+1,) -> (H, D, K+1)."""
+    return r_keys[cols].view(cols.shape[0], n_head, d_head).permute(1, 2, 0)
 
 
 def _rel_shift(grid: Tensor) -> Tensor:

@@ -293,7 +293,7 @@ def _check_shapes_before_building(root: Path, config: TXLConfig) -> None:
     path = root / WEIGHTS_FILE
     try:
         with torch.device("meta"):
-            meta = TransformerXL(config)
+            meta = TransformerXL(config, shapes_only=True)
     except Exception as e:
         raise CheckpointError(
             f"{root / CONFIG_FILE}: cannot build the model ({_first_line(e)})"

@@ -12,6 +12,9 @@ at t − 1 is tokens[b, t]; False wherever nll is NaN.
   geometry.tgt_len and run in order, each reading the memory the previous one left (mem_len,
   clamp_len, same_length and the reset policy from the geometry). A token's direct window is
   mem_len + its offset in the segment; its layered reach is longer (docs/design.md, *Three lengths*).
+  The memory carries the cached positions' keys and values (`cache="kv"`, txl.kv_memory: each
+  segment projects only its own tokens) or their hidden states (`cache="hidden"`, the training
+  memory, re-projected by every segment); "auto" takes kv where it is exact ("rel", "shaw").
 - `recompute_nll`: the paper's vanilla baseline. Every scored token gets a fresh forward over the
   `window` tokens before it, no memory: the attention length is the same for every token, at the
   cost of a whole window per token (so only requested positions are computed, many windows per
@@ -33,6 +36,7 @@ import torch
 from torch import nn
 
 from txl.geometry import Geometry
+from txl.kv_memory import KVMemory, PositionKeys, resolve_cache
 from txl.memory import Memory
 
 SCORE_BUDGET = 2**25  # attention scores per layer and forward in recompute_nll's default batching
@@ -42,7 +46,9 @@ SCORE_BUDGET = 2**25  # attention scores per layer and forward in recompute_nll'
 class StreamResult:
     nll: np.ndarray  # (B, N) float64; NaN at t = 0, unscored positions and padding tokens
     correct: np.ndarray  # (B, N) bool; argmax prediction == tokens[b, t]
-    memory: Memory  # the memory after the last input (tokens[:, -2]); empty for recompute
+    memory: (
+        Memory | KVMemory
+    )  # the memory after the last input (tokens[:, -2]); empty for recompute
 
 
 @contextmanager
@@ -78,24 +84,37 @@ def stream_nll(
     doc_ids: np.ndarray,
     geometry: Geometry,
     *,
-    memory: Memory | None = None,
+    memory: Memory | KVMemory | None = None,
     device=None,
     dtype: torch.dtype = torch.float32,
+    cache: str = "auto",
+    position_keys: PositionKeys | None = None,
 ) -> StreamResult:
     """Segment-by-segment evaluation with the memory. tokens, doc_ids: (B, N) int.
 
     To continue a stream after a prefix, pass the returned memory and tokens starting at the
-    prefix's LAST token (one-token overlap: that token is the first input, its loss was scored)."""
+    prefix's LAST token (one-token overlap: that token is the first input, its loss was scored).
+    cache: "kv", "hidden" or "auto" (`txl.kv_memory.resolve_cache`; "kv" on an "abs" or "learned"
+    model is a ValueError); a memory passed in must be of that kind. position_keys: W_R r_d kept
+    across calls on the same weights (None: built for this call)."""
     tokens, doc_ids = _check_arrays(tokens, doc_ids)
     B, N = tokens.shape
     nll = np.full((B, N), np.nan)
     correct = np.zeros((B, N), dtype=bool)
     with _evaluating(model, device, dtype) as (m, dev):
-        cfg = m.config
+        kind, _ = resolve_cache(cache, m.config.pos_enc)
         if memory is None:
-            memory = Memory.empty(cfg.n_layer, B, cfg.d_model, dev, dtype)
+            memory = m.empty_memory(B, kind, dev, dtype)
         else:
+            have = "kv" if isinstance(memory, KVMemory) else "hidden"
+            if have != kind:
+                raise ValueError(
+                    f"the memory passed holds {'keys and values' if have == 'kv' else 'hidden states'}"
+                    f" but cache {kind!r} was asked for; pass cache={have!r}"
+                )
             memory = memory.to(dev, dtype)
+        if kind == "kv" and position_keys is None:
+            position_keys = PositionKeys()
         x = torch.as_tensor(tokens, device=dev)  # (B, N)
         ids = torch.as_tensor(doc_ids, device=dev)  # (B, N)
         for start in range(0, N - 1, geometry.tgt_len):
@@ -107,6 +126,7 @@ def stream_nll(
                 targets=x[:, start + 1 : end + 1],
                 geometry=geometry,
                 return_logits=True,
+                position_keys=position_keys,
             )
             memory = out.memory
             nll[:, start + 1 : end + 1] = out.nll.double().cpu().numpy()

@@ -59,13 +59,17 @@ def relative_distances(q_len: int, k_len: int, limit: int, device=None) -> Tenso
 class ScoreMask:
     """A boolean mask as the attention consumes it, built once per forward and shared by all layers.
 
-    bias(dtype): (n_head·B, T, K), heads first as the attention lays out its scores: 0 where
-        visible and half the dtype's most negative finite value where not. Not −inf: a row with
-        no visible key then softmaxes to a finite row instead of NaN, and its output is zeroed by
-        `has_key`. Half: a score added to it cannot overflow to −inf (in float16 the full minimum
-        would), while in any row with a visible key a masked key's probability still underflows
-        to exactly 0 — the same result as replacing the score. Built on first use per dtype
-        (under autocast the scores are bf16, whose minimum is not float32's).
+    bias(dtype): (B, T, K): 0 where visible and half the dtype's most negative finite value where
+        not. Not −inf: a row with no visible key then softmaxes to a finite row instead of NaN,
+        and its output is zeroed by `has_key`. Half: a score added to it cannot overflow to −inf
+        (in float16 the full minimum would), while in any row with a visible key a masked key's
+        probability still underflows to exactly 0 — the same result as replacing the score.
+        Built on first use per dtype (under autocast the scores are bf16, whose minimum is not
+        float32's). The same for every head: a position term of (H, B, T, K) adds it by
+        broadcasting.
+    per_head(dtype): the bias repeated per head, (n_head·B, T, K), heads first as the attention
+        lays out its scores (for the encodings without a position term, whose score is added
+        onto the bias itself).
     has_key: (B, T, 1) bool, whether the query row sees any key.
     """
 
@@ -75,10 +79,16 @@ class ScoreMask:
         self.n_head = n_head
         self.has_key = self.visible.any(dim=-1, keepdim=True)  # (B, T, 1)
         self._bias: dict[torch.dtype, Tensor] = {}
+        self._per_head: dict[torch.dtype, Tensor] = {}
 
     def bias(self, dtype: torch.dtype) -> Tensor:
         if dtype not in self._bias:
             bias = torch.zeros(self.visible.shape, dtype=dtype, device=self.visible.device)
             bias.masked_fill_(~self.visible, torch.finfo(dtype).min / 2)  # (B, T, K)
-            self._bias[dtype] = bias.repeat(self.n_head, 1, 1)  # (H·B, T, K)
+            self._bias[dtype] = bias
         return self._bias[dtype]
+
+    def per_head(self, dtype: torch.dtype) -> Tensor:
+        if dtype not in self._per_head:
+            self._per_head[dtype] = self.bias(dtype).repeat(self.n_head, 1, 1)  # (H·B, T, K)
+        return self._per_head[dtype]

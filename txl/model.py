@@ -8,6 +8,11 @@ Each layer reads [memory.states[l]; h_l] as keys and values and h_l as queries (
 position-wise feed-forward. The new memory keeps, per layer, the last `mem_len` of [states[l]; h_l]
 — the layer's INPUT — so information climbs one layer per segment crossed (txl.memory).
 
+At evaluation a txl.kv_memory.KVMemory can stand in for the memory: each layer then keeps the
+keys and values it projected of the cached positions rather than their inputs, and a segment
+projects only its own tokens ("rel" and "shaw"; the same scores, docs/design.md, *Keys and values
+at evaluation*).
+
 Output: logits = h_L W^T + b, W the embedding matrix when `tie_weight` (the bias is always separate).
 Pre-LN has no final LayerNorm, as the reference. NLL is per token and unreduced:
 
@@ -47,6 +52,7 @@ from torch import Tensor, nn
 from txl.attention import RelMultiHeadAttention
 from txl.config import TXLConfig
 from txl.geometry import Geometry
+from txl.kv_memory import KVMemory, PositionKeys, resolve_cache
 from txl.masking import ScoreMask, attention_mask, relative_distances
 from txl.memory import Memory
 from txl.positional import LearnedAbsolute, ShawRelative, SinusoidEncoding, window_positions
@@ -91,7 +97,10 @@ class Block(nn.Module):
 
 
 class TransformerXL(nn.Module):
-    def __init__(self, config: TXLConfig):
+    def __init__(self, config: TXLConfig, *, shapes_only: bool = False):
+        """shapes_only: a model built (on the meta device) only for its parameters' names and
+        shapes: no random init and no sinusoid table computed. On meta, those ops run through
+        torch's Python decompositions, whose first use imports torch._dynamo (seconds)."""
         super().__init__()
         if config.pos_enc in ("rel", "abs") and config.d_model % 2:
             raise ValueError(
@@ -100,11 +109,15 @@ class TransformerXL(nn.Module):
         self.config = config
         H, D = config.n_head, config.d_head
 
-        self.word_emb = nn.Embedding(config.vocab_size, config.d_model)
+        if not shapes_only:
+            self.word_emb = nn.Embedding(config.vocab_size, config.d_model)
+        else:  # a given weight: nn.Embedding then skips its own random init
+            weight = torch.empty(config.vocab_size, config.d_model)
+            self.word_emb = nn.Embedding(config.vocab_size, config.d_model, _weight=weight)
         self.emb_scale = math.sqrt(config.d_model)
         self.drop = nn.Dropout(config.dropout)
         if config.pos_enc in ("rel", "abs"):
-            self.sinusoid = SinusoidEncoding(config.d_model)
+            self.sinusoid = SinusoidEncoding(config.d_model, compute=not shapes_only)
         if not config.untie_r and config.pos_enc in ("rel", "shaw"):
             self.bias_u = nn.Parameter(torch.empty(H, D))  # u of §3.3, shared by all layers
         if not config.untie_r and config.pos_enc == "rel":
@@ -113,7 +126,8 @@ class TransformerXL(nn.Module):
         if not config.tie_weight:
             self.out_weight = nn.Parameter(torch.empty(config.vocab_size, config.d_model))
         self.out_bias = nn.Parameter(torch.zeros(config.vocab_size))
-        self.reset_parameters()
+        if not shapes_only:
+            self.reset_parameters()
 
     # ------------------------------------------------------------------ init
     def reset_parameters(self) -> None:
@@ -146,18 +160,22 @@ class TransformerXL(nn.Module):
         self,
         tokens: Tensor,
         doc_ids: Tensor | None = None,
-        memory: Memory | None = None,
+        memory: Memory | KVMemory | None = None,
         targets: Tensor | None = None,
         geometry: Geometry | None = None,
         return_logits: bool = False,
+        position_keys: PositionKeys | None = None,
     ) -> TXLOutput:
         """tokens, doc_ids, targets: (B, T) long. doc_ids None: all zeros (one document).
-        memory None: empty. geometry None: the model's default with tgt_len = T (only mem_len,
+        memory None: empty (hidden states); a KVMemory: evaluation over cached keys and values
+        (`forward_hidden`). geometry None: the model's default with tgt_len = T (only mem_len,
         clamp_len, same_length and reset matter here).
 
         nll[b, t] = −log p(targets[b, t] | tokens[b, :t+1] and the memory), unreduced, in the
         dtype of the logits (targets equal to −100 get 0, as F.cross_entropy)."""
-        hidden, new_memory = self.forward_hidden(tokens, doc_ids, memory, geometry)  # (B, T, d)
+        hidden, new_memory = self.forward_hidden(
+            tokens, doc_ids, memory, geometry, position_keys=position_keys
+        )  # (B, T, d)
         logits = self.head(hidden)  # (B, T, V)
         nll = None
         if targets is not None:
@@ -175,13 +193,19 @@ class TransformerXL(nn.Module):
         self,
         tokens: Tensor,
         doc_ids: Tensor | None = None,
-        memory: Memory | None = None,
+        memory: Memory | KVMemory | None = None,
         geometry: Geometry | None = None,
-    ) -> tuple[Tensor, Memory]:
-        """The trunk: -> (last hidden state after dropout (B, T, d), new memory).
+        *,
+        position_keys: PositionKeys | None = None,
+    ) -> tuple[Tensor, Memory | KVMemory]:
+        """The trunk: -> (last hidden state after dropout (B, T, d), new memory of the same kind).
 
         A memory longer than geometry.mem_len is cut to its last mem_len positions first: a query
-        never sees more than mem_len cached positions (mem_len 0: no recurrence at all)."""
+        never sees more than mem_len cached positions (mem_len 0: no recurrence at all).
+
+        A KVMemory (txl.kv_memory) runs the evaluation path: eval mode, no gradients, "rel" or
+        "shaw" only; each layer projects only the segment and reads the cached keys and values;
+        `position_keys` holds W_R r_d across calls (None: computed for this call)."""
         cfg = self.config
         B, T = tokens.shape
         if geometry is None:
@@ -197,6 +221,9 @@ class TransformerXL(nn.Module):
                 f"memory is {memory.batch_size} rows × {memory.n_layer} layers, "
                 f"expected {B} rows × {cfg.n_layer} layers"
             )
+        kv = isinstance(memory, KVMemory)
+        if kv:
+            self._check_kv_evaluation()
         mem_len = geometry.mem_len
         memory = memory.truncate(mem_len)
         M = memory.length
@@ -211,14 +238,11 @@ class TransformerXL(nn.Module):
             reset=geometry.reset,
         )  # (B, 1, T, K)
         mask = ScoreMask(mask, cfg.n_head)  # as an additive score bias, built once for all layers
-        # largest distance / position index: clamp_len, and the end of a learned table
-        limit = K - 1
-        if geometry.clamp_len is not None:
-            limit = min(limit, geometry.clamp_len)
-        if cfg.pos_enc in ("shaw", "learned"):
-            limit = min(limit, cfg.table_len - 1)
+        limit = self._distance_limit(K, geometry)
 
         h = self.drop(self.word_emb(tokens) * self.emb_scale)  # (B, T, d)
+        if kv:
+            return self._forward_kv(h, doc_ids, memory, mask, K, limit, geometry, position_keys)
 
         pos: dict = {}
         abs_pos = None  # (K, d) window-relative absolute encoding for [mem; h] ("abs")
@@ -241,14 +265,91 @@ class TransformerXL(nn.Module):
             if abs_pos is not None and (cfg.pos_enc == "learned" or i == 0):
                 mem = mem.to(h.dtype) + abs_pos[:M]  # (B, M, d)
                 h = h + abs_pos[M:]  # (B, T, d)
-            attn = layer.attn
-            if "rel_dist" in pos:
-                pos["bias_u"] = attn.bias_u if cfg.untie_r else self.bias_u
-            if cfg.pos_enc == "rel":
-                pos["bias_v"] = attn.bias_v if cfg.untie_r else self.bias_v
-            h = layer(h, mem, mask, **pos)  # (B, T, d)
+            h = layer(h, mem, mask, **pos, **self._relative_biases(layer.attn))  # (B, T, d)
         h = self.drop(h)
         return h, memory.update(hiddens, doc_ids, mem_len)
+
+    def _distance_limit(self, n_keys: int, geometry: Geometry) -> int:
+        """The largest distance / position index a window of `n_keys` keys uses: clamp_len, and
+        the end of a learned table."""
+        limit = n_keys - 1
+        if geometry.clamp_len is not None:
+            limit = min(limit, geometry.clamp_len)
+        if self.config.pos_enc in ("shaw", "learned"):
+            limit = min(limit, self.config.table_len - 1)
+        return limit
+
+    def _relative_biases(self, attn: RelMultiHeadAttention) -> dict:
+        """u (and v for "rel") of one layer's attention: its own with untie_r, else the shared."""
+        cfg = self.config
+        out = {}
+        if cfg.pos_enc in ("rel", "shaw"):
+            out["bias_u"] = attn.bias_u if cfg.untie_r else self.bias_u
+        if cfg.pos_enc == "rel":
+            out["bias_v"] = attn.bias_v if cfg.untie_r else self.bias_v
+        return out
+
+    def _check_kv_evaluation(self) -> None:
+        resolve_cache("kv", self.config.pos_enc)  # ValueError for abs / learned
+        if self.training or torch.is_grad_enabled():
+            raise RuntimeError(
+                "a KVMemory is for evaluation: call the model in eval mode under torch.no_grad() "
+                "(training uses txl.memory.Memory)"
+            )
+
+    def _forward_kv(
+        self,
+        h: Tensor,
+        doc_ids: Tensor,
+        memory: KVMemory,
+        mask: ScoreMask,
+        n_keys: int,
+        limit: int,
+        geometry: Geometry,
+        position_keys: PositionKeys | None,
+    ) -> tuple[Tensor, KVMemory]:
+        """forward_hidden over cached keys and values (see there)."""
+        cfg = self.config
+        T = h.shape[1]
+        rel_dist = relative_distances(T, n_keys, limit, device=h.device)  # (T, K)
+        pos: dict = {"rel_dist": rel_dist, "n_dist": limit + 1}
+        if cfg.pos_enc == "rel":
+            position_keys = position_keys if position_keys is not None else PositionKeys()
+            # the largest distance this geometry can ask for, so the table is built once
+            most = self._distance_limit(geometry.mem_len + max(geometry.tgt_len, T), geometry)
+            rows = max(most, limit) + 1
+        keys, values = [], []
+        start = max(0, n_keys - geometry.mem_len)  # what the next segment keeps
+        for i, layer in enumerate(self.layers):
+            if cfg.pos_enc == "rel":
+                pos["r_grid"] = position_keys.grid(
+                    i, layer.attn, rows, self.sinusoid, rel_dist, limit
+                )
+            h, k, v = layer.attn.forward_kv(
+                h,
+                memory.keys[i],
+                memory.values[i],
+                mask,
+                **pos,
+                **self._relative_biases(layer.attn),
+            )
+            h = layer.ff(h)  # (B, T, d)
+            keys.append(k[:, :, start:])
+            values.append(v[:, :, start:])
+        ids = torch.cat([memory.doc_ids, doc_ids.to(memory.doc_ids.device)], dim=1)[:, start:]
+        return self.drop(h), KVMemory(tuple(keys), tuple(values), ids)
+
+    def empty_memory(
+        self, batch: int, cache: str = "hidden", device=None, dtype=None
+    ) -> Memory | KVMemory:
+        """An empty memory of `batch` rows: hidden states ("hidden") or keys and values ("kv")."""
+        cfg = self.config
+        param = self.word_emb.weight
+        device = param.device if device is None else device
+        dtype = param.dtype if dtype is None else dtype
+        if cache == "kv":
+            return KVMemory.empty(cfg.n_layer, batch, cfg.n_head, cfg.d_head, device, dtype)
+        return Memory.empty(cfg.n_layer, batch, cfg.d_model, device, dtype)
 
     def num_parameters(self) -> int:
         """Every parameter once (a tied matrix once): what the MFU estimate counts."""

@@ -46,13 +46,15 @@ class SinusoidEncoding(nn.Module):
     """The fixed sinusoid table, evaluated at integer indices 0 … n − 1 (distances or positions).
 
     `inv_freq` is a non-persistent buffer: it follows `.to(dtype)` but is not stored in checkpoints.
+    `compute=False` leaves it uncomputed (a model built only for its shapes).
     """
 
-    def __init__(self, d_model: int):
+    def __init__(self, d_model: int, compute: bool = True):
         super().__init__()
         if d_model % 2:
             raise ValueError(f"the sinusoid encoding needs an even d_model, got {d_model}")
-        self.register_buffer("inv_freq", inverse_frequencies(d_model), persistent=False)
+        inv_freq = inverse_frequencies(d_model) if compute else torch.empty(d_model // 2)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def forward(self, n: int) -> Tensor:
         idx = torch.arange(n, device=self.inv_freq.device, dtype=self.inv_freq.dtype)  # (n,)

@@ -1,10 +1,13 @@
 """LossModel adapters for Transformer-XL checkpoints (imports torch: loaded only when a run starts).
 
 - `CachedTXL` (`--evaluator cached`): the streaming evaluator (`txl.evaluator.stream_nll`): each row
-  is cut into segments of `tgt_len` from position 0 and each segment reads the cached states of the
-  previous ones. Rows that share a prefix are computed once up to the last segment boundary inside
-  the prefix and forked (`Memory.select`): a base and its variant pay for the text before the edit
-  once. Forking at segment boundaries keeps the segmentation, so forked and unforked scores agree.
+  is cut into segments of `tgt_len` from position 0 and each segment reads the cache of the
+  previous ones — their keys and values (`--cache kv`, txl.kv_memory) or their hidden states
+  (`--cache hidden`, re-projected by each segment); `auto` (the default) takes kv where it is
+  exact (relative positions) and records which one ran and why. Rows that share a prefix are
+  computed once up to the last segment boundary inside the prefix and forked (`select`): a base
+  and its variant pay for the text before the edit once. Forking at segment boundaries keeps the
+  segmentation, so forked and unforked scores agree.
 - `RecomputeTXL` (`--evaluator recompute`): the sliding-window evaluator
   (`txl.evaluator.recompute_nll`): every scored token gets a fresh window of `mem_len + tgt_len`
   tokens before it and no memory (the paper's evaluation of its no-recurrence models). Direct
@@ -33,6 +36,11 @@ from txl.device import resolve_device as resolve_torch_device
 from txl.geometry import Geometry
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+FORWARD_BUDGET = 400 * 2**20  # bytes of activations and memory one forward plans for
+# The KV memory on a CPU plans for less: its forwards are then no slower (the main job measured
+# the same at 64, 128 and 400 MiB) while the working set stays within a large last-level cache
+# and the run's peak RSS drops by about 200 MB.
+KV_CPU_BUDGET = 128 * 2**20
 
 
 class AdapterError(ValueError):
@@ -51,15 +59,17 @@ def resolve_device(device: str) -> str:
 def default_threads() -> int:
     """The cores this process may use, less those other processes keep busy (the 1-minute load
     average, rounded down): oversubscribed OpenMP threads spin against each other, and on a
-    shared 2-core machine one thread then evaluates 2–3× faster than two."""
+    shared 2-core machine one thread then evaluates 2–3× faster than two. Under torchrun the
+    ranks on this machine share them (probes.framework.ranks.local_share)."""
     from probes.framework.provenance import cpu_count
+    from probes.framework.ranks import local_share
 
     cores = cpu_count()
     try:
         busy = int(os.getloadavg()[0])
     except OSError:  # pragma: no cover - no load average on this platform
         busy = 0
-    return max(1, cores - busy)
+    return local_share(max(1, cores - busy))
 
 
 @contextmanager
@@ -76,6 +86,8 @@ def threads(n: int | None) -> Iterator[int]:
 
 
 class _TXLBase:
+    cache: str | None = None  # the memory a cached evaluator carries ("kv" | "hidden")
+
     def __init__(self, model, info: ModelInfo, tokenizer: dict | None, dtype: str = "float32"):
         """`model` is used as it is (no copy); scoring runs on its parameters' device."""
         self.model = model
@@ -98,13 +110,25 @@ class _TXLBase:
         keys = geometry.mem_len + geometry.tgt_len
         itemsize = torch.finfo(self.dtype).bits // 8
         attn = 3 * c.n_head * geometry.tgt_len * keys  # scores, probabilities, position scores
-        states = (c.n_layer + 1) * keys * c.d_model + 4 * geometry.tgt_len * c.d_inner
+        # the memory, kept and renewed: a layer input per position, or its keys and values
+        per_key = 2 * c.n_head * c.d_head if self.cache == "kv" else c.d_model
+        states = (c.n_layer + 1) * keys * per_key + 4 * geometry.tgt_len * c.d_inner
         logits = 2 * geometry.tgt_len * c.vocab_size
         return itemsize * (attn + states + logits)
 
-    def max_rows(self, geometry: Geometry, budget_bytes: int = 400 * 2**20) -> int:
-        """Rows per forward that keep activations and memory within `budget_bytes`."""
-        return max(1, min(256, budget_bytes // max(self.row_bytes(geometry), 1)))
+    def max_rows(self, geometry: Geometry, budget_bytes: int | None = None) -> int:
+        """Rows per forward that keep activations and memory within `budget_bytes` (None: the
+        adapter's own, `forward_budget`)."""
+        budget = self.forward_budget() if budget_bytes is None else budget_bytes
+        return max(1, min(256, budget // max(self.row_bytes(geometry), 1)))
+
+    def forward_budget(self) -> int:
+        """Bytes one forward may plan for. The KV memory on a CPU: KV_CPU_BUDGET. Everything else
+        keeps FORWARD_BUDGET, so the hidden-state memory and the recompute evaluator batch (and
+        round) exactly as runs recorded before the KV memory did, and rerun bit for bit."""
+        if self.cache == "kv" and self.device.type == "cpu":
+            return KV_CPU_BUDGET
+        return FORWARD_BUDGET
 
     @torch.inference_mode()
     def score_window(self, tokens, doc_ids, positions, window: int, geometry) -> TokenScores:
@@ -132,6 +156,10 @@ class _TXLBase:
 class CachedTXL(_TXLBase):
     """Streaming evaluation with memory (see module docstring)."""
 
+    def __init__(self, model, info: ModelInfo, tokenizer: dict | None, dtype: str = "float32"):
+        super().__init__(model, info, tokenizer, dtype)
+        self.cache = (info.cache or {}).get("memory", "hidden")
+
     def horizon(self, geometry: Geometry) -> Horizon:
         return Horizon.of(geometry, self.config.n_layer)
 
@@ -149,7 +177,7 @@ class CachedTXL(_TXLBase):
     @torch.inference_mode()
     def score_shared(self, tokens, doc_ids, positions, geometry, *, parent, shared) -> TokenScores:
         from txl.evaluator import stream_nll
-        from txl.memory import Memory
+        from txl.kv_memory import PositionKeys
 
         check_inputs(tokens, doc_ids, positions)
         tokens = np.ascontiguousarray(tokens, dtype=np.int64)
@@ -162,9 +190,10 @@ class CachedTXL(_TXLBase):
             return TokenScores(nll, correct)
         birth, end, eff_parent = fork_plan(positions, np.asarray(parent), np.asarray(shared), T, N)
         bounds = sorted({0, N - 1, *birth.tolist(), *end.tolist()})
-        c = self.config
         active: list[int] = []
         memory = None
+        # W_R r_d, once for the whole call (the weights cannot change within it)
+        position_keys = PositionKeys() if self.cache == "kv" else None
         for i, s in enumerate(bounds):
             born = [r for r in range(R) if birth[r] == s and (eff_parent[r] >= 0 or s == 0)]
             for r in born:  # a fork starts with its parent's scores for the shared targets
@@ -179,7 +208,7 @@ class CachedTXL(_TXLBase):
                 active, memory = [], None
                 continue
             if s == 0:
-                memory = Memory.empty(c.n_layer, len(running), c.d_model, self.device, self.dtype)
+                memory = self.model.empty_memory(len(running), self.cache, self.device, self.dtype)
             else:
                 where = {r: j for j, r in enumerate(active)}
                 index = [where[r] if r in where else where[int(eff_parent[r])] for r in running]
@@ -193,6 +222,8 @@ class CachedTXL(_TXLBase):
                 memory=memory,
                 device=self.device,
                 dtype=self.dtype,
+                cache=self.cache,
+                position_keys=position_keys,
             )
             nll[rows, s + 1 : e + 1] = out.nll[:, 1:]
             correct[rows, s + 1 : e + 1] = out.correct[:, 1:]
@@ -270,9 +301,10 @@ def load(
     device: str = "cpu",
     dtype: str = "float32",
     model_id: str | None = None,
+    cache: str | None = None,
 ) -> _TXLBase:
     """A LossModel from a checkpoint directory. Raises AdapterError (one line) when the path is not
-    a usable checkpoint."""
+    a usable checkpoint, or `cache` does not fit it (`wrap`)."""
     from txl.checkpoint import CheckpointError, load_checkpoint
 
     if evaluator not in EVALUATORS:
@@ -282,6 +314,7 @@ def load(
         )
     if dtype not in DTYPES:
         raise AdapterError(f"--dtype {dtype!r}: use {', '.join(DTYPES)}")
+    _check_cache_option(evaluator, cache)
     p = Path(path)
     if not p.exists():
         raise AdapterError(f"--model {str(path)!r} does not exist; give a checkpoint directory")
@@ -300,7 +333,30 @@ def load(
         path=str(resolved),
         sha256=ckpt.sha256,
         extra={"training": ckpt.training} if ckpt.training else {},
+        cache=cache,
     )
+
+
+def _check_cache_option(evaluator: str, cache: str | None) -> None:
+    if cache is not None and evaluator != "cached":
+        raise AdapterError(
+            f"--cache {cache} applies to --evaluator cached (the {evaluator} evaluator keeps no "
+            "memory between segments); drop --cache"
+        )
+
+
+def cache_record(config, requested: str | None) -> dict[str, str]:
+    """What run.json records of the cached evaluator's memory: the kind that runs ("kv" |
+    "hidden"), what was asked for, and why that kind (AdapterError for "kv" where it is not
+    exact)."""
+    from txl.kv_memory import resolve_cache
+
+    requested = requested or "auto"
+    try:
+        memory, why = resolve_cache(requested, config.pos_enc)
+    except ValueError as e:
+        raise AdapterError(f"--cache {requested}: {e}") from None
+    return {"memory": memory, "requested": requested, "why": why}
 
 
 def wrap(
@@ -313,17 +369,20 @@ def wrap(
     path: str = "<in memory>",
     sha256: str = "",
     extra: dict | None = None,
+    cache: str | None = None,
 ) -> _TXLBase:
     """A LossModel around a TransformerXL object as it is (say, one in training): scored on its
     parameters' device. A model already in `dtype` is used without a copy; otherwise one
     converted copy is made here, once (never one per call). The model's training flag is left
-    as it is found."""
+    as it is found. `cache` (cached evaluator only): "auto" (None), "kv" or "hidden"."""
+    _check_cache_option(evaluator, cache)
+    config = model.config
+    cache_info = cache_record(config, cache) if evaluator == "cached" else None
     param = next(model.parameters())
     if param.dtype != DTYPES[dtype]:
         import copy
 
         model = copy.deepcopy(model).to(dtype=DTYPES[dtype])
-    config = model.config
     info = ModelInfo(
         id=model_id,
         path=path,
@@ -337,5 +396,6 @@ def wrap(
         dtype=dtype,
         device=param.device.type,
         extra=extra or {},
+        cache=cache_info,
     )
     return EVALUATORS[evaluator](model, info, tokenizer, dtype)

@@ -86,6 +86,17 @@ def _stdout_closed() -> bool:
     return False
 
 
+def _speaks_for_all_ranks() -> bool:
+    """Under torchrun (RANK set), rank 0 alone reports bad input: the ranks share it."""
+    return os.environ.get("RANK", "0") == "0"
+
+
+def _rank_prefix() -> str:
+    """'rank N: ' under torchrun with several ranks (an internal error may be one rank's)."""
+    world = os.environ.get("WORLD_SIZE", "1")
+    return f"rank {os.environ.get('RANK', '0')}: " if world not in ("", "0", "1") else ""
+
+
 class ProbeCLI(click.Group):
     """The top-level group: turns every failure into one line on stderr and an exit code."""
 
@@ -118,10 +129,13 @@ class ProbeCLI(click.Group):
             code = e.exit_code
         except click.UsageError as e:
             where = e.ctx.command_path if e.ctx is not None else "probe"
-            click.echo(f"error: {one_line(e.format_message())} (see '{where} --help')", err=True)
+            if _speaks_for_all_ranks():
+                msg = one_line(e.format_message())
+                click.echo(f"error: {msg} (see '{where} --help')", err=True)
             code = EXIT_USAGE
         except click.ClickException as e:
-            click.echo(f"error: {one_line(e.format_message())}", err=True)
+            if _speaks_for_all_ranks():  # every rank gets the same input: rank 0 says it
+                click.echo(f"error: {one_line(e.format_message())}", err=True)
             code = e.exit_code
         except (click.Abort, KeyboardInterrupt) as e:  # click turns Ctrl-C into Abort
             if isinstance(e, Terminated) or isinstance(e.__cause__, Terminated):
@@ -138,8 +152,8 @@ class ProbeCLI(click.Group):
                 if os.environ.get("PROBES_DEBUG"):
                     traceback.print_exc()
                 click.echo(
-                    f"internal error: {type(e).__name__}: {one_line(str(e))[:400]} "
-                    "(set PROBES_DEBUG=1 for the traceback)",
+                    f"{_rank_prefix()}internal error: {type(e).__name__}: "
+                    f"{one_line(str(e))[:400]} (set PROBES_DEBUG=1 for the traceback)",
                     err=True,
                 )
                 code = EXIT_INTERNAL

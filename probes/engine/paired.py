@@ -102,6 +102,7 @@ class PairedProbe(Probe):
     override the hooks below (`primary`, `record_fields`, `bin_fields`, `extra_metrics`,
     `metric_docs`, `effect_phrase`, `verdict`, `make_plots`)."""
 
+    shards = True  # scores through score_batches only
     delta_doc = "mean over answer tokens of NLL(variant) − NLL(base), nats"
     finding = "the model uses the fact"  # what a significant run shows
     docs: ClassVar[

@@ -7,7 +7,9 @@ into one (R, N) batch (padding: the pad token, doc id −1, nothing scored).
 
 `score_batches` is the loop: items (pairs, texts) in a given order, as many per scoring call as
 the model's `max_rows` allows for the rows each item needs, one sample line per item appended as
-the run goes, and the progress bar advanced per call.
+the run goes, and the progress bar advanced per call. Under several processes
+(probes.framework.ranks) the calls are the same chunks, dealt out to the ranks in turn and
+gathered after each round.
 """
 
 from __future__ import annotations
@@ -72,16 +74,24 @@ def score_batches(
     """Score items in `order`, as many per call as fit (`rows_per_item` rows each):
     `score_chunk(items)` scores them and yields (record, extra) per item, in the items' order.
     Returns records and extras indexed by item; each record is appended to samples.jsonl as
-    soon as its chunk is scored."""
+    soon as its chunk is scored (its round, under several ranks: chunk c is rank c mod N's, and
+    every rank gets every chunk's results, in chunk order)."""
+    from probes.framework.ranks import ONE
+
+    ranks = ctx.ranks or ONE
     per_call = max(1, max_rows(ctx.model, ctx.geometry) // rows_per_item)
+    chunks = [order[s : s + per_call] for s in range(0, len(order), per_call)]
     n = max(order, default=-1) + 1
     records: list[dict] = [{}] * n
     extras: list[Any] = [None] * n
     with ctx.steps(len(order), description) as advance:
-        for start in range(0, len(order), per_call):
-            items = order[start : start + per_call]
-            for i, (record, extra) in zip(items, score_chunk(items), strict=True):
-                records[i], extras[i] = record, extra
-                ctx.sample(record)
-            advance(len(items))
+        for first in range(0, len(chunks), ranks.world_size):
+            this_round = chunks[first : first + ranks.world_size]
+            mine = this_round[ranks.rank] if ranks.rank < len(this_round) else []
+            scored = list(score_chunk(mine)) if len(mine) else []
+            for items, results in zip(this_round, ranks.gather(scored), strict=False):
+                for i, (record, extra) in zip(items, results, strict=True):
+                    records[i], extras[i] = record, extra
+                    ctx.sample(record)
+                advance(len(items))
     return records, extras

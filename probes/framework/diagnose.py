@@ -33,10 +33,12 @@ from pathlib import Path
 from typing import Any
 
 # The run options diagnose takes (it runs every cache policy it needs itself, so no
-# --reset/--carry, and the cached evaluator only); `model` may be a list: the group.
+# --reset/--carry, and the cached evaluator only, with its choice of memory); `model` may be a
+# list: the group.
 OPTIONS = (
     "model", "mem", "tgt_len", "clamp_len", "same_length", "n", "seed", "device", "dtype",
     "threads", "out", "quick", "language", "haystack", "haystack_documents", "tokenizer",
+    "cache",
 )  # fmt: skip
 
 ROW_DOCS = {
@@ -90,8 +92,14 @@ def _options(skip, values: dict[str, Any]):
     from probes.framework import registry
     from probes.framework.options import RunOptions
     from probes.framework.probe import ProbeInputError
+    from probes.framework.ranks import Ranks
     from probes.framework.results import RunDirError, check_writable
 
+    if Ranks.from_env().enabled:
+        raise ProbeInputError(
+            "probe diagnose runs in one process (its sweeps do not divide among processes); "
+            "run it without torchrun, or run its paired probes one by one under torchrun"
+        )
     names = suite()
     unknown = [s for s in skip if s not in names]
     if unknown:

@@ -211,14 +211,21 @@ class ModelCache:
         device: str,
         dtype: str,
         sinks: int | None = None,
+        cache: str | None = None,
         log=None,
     ) -> Any:
         """The LossModel of `source` (a LossModel object is its own); `log(message)` hears of
         a checkpoint being loaded. A transformers model directory goes to probes.adapters.hf,
-        anything else to probes.adapters.txl; `evaluator` None is the adapter's default."""
+        anything else to probes.adapters.txl; `evaluator` None is the adapter's default;
+        `cache` (kv | hidden | auto; None: auto) is the Transformer-XL cached evaluator's."""
         if not isinstance(source, Path):
+            if cache is not None:
+                raise ProbeInputError(
+                    f"--cache {cache} applies to a Transformer-XL checkpoint given by path; the "
+                    f"model object {source.info.id!r} scores as it was built: drop --cache"
+                )
             return source  # a LossModel object
-        key = (str(source.resolve()), evaluator, device, dtype, sinks)
+        key = (str(source.resolve()), evaluator, device, dtype, sinks, cache)
         if key not in self._loaded:
             from probes.adapters import txl as adapters
             from probes.adapters.hf_dir import is_transformers_dir
@@ -230,6 +237,13 @@ class ModelCache:
                 if is_transformers_dir(source):
                     from probes.adapters import hf_load
 
+                    if cache is not None:
+                        raise adapters.AdapterError(
+                            f"--cache applies to a Transformer-XL checkpoint's cached evaluator, "
+                            f"not to the transformers model {str(source)!r} (its stream "
+                            "evaluator keeps keys and values already); drop --cache"
+                        )
+
                     lm = hf_load.load(
                         source, evaluator=evaluator, device=device, dtype=dtype, sinks=sinks
                     )
@@ -240,7 +254,11 @@ class ModelCache:
                     )
                 else:
                     lm = adapters.load(
-                        source, evaluator=evaluator or "cached", device=device, dtype=dtype
+                        source,
+                        evaluator=evaluator or "cached",
+                        device=device,
+                        dtype=dtype,
+                        cache=cache,
                     )
             except adapters.AdapterError as e:
                 raise ProbeInputError(str(e)) from None

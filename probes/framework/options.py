@@ -66,7 +66,8 @@ class RunOptions:
         min=1,
         max=MAX_N,
         metavar="N",
-        help="Pairs per bin / grid cell. [default: the probe's]",
+        alias="-n",  # under torchrun: its parser takes --n for an abbreviation of its own --nnodes
+        help="Pairs per bin / grid cell (also -n). [default: the probe's]",
     )
     seed: int = param(0, min=0, metavar="N", show_default=True, help="Seed of the pairs.")
     device: Literal["auto", "cpu", "cuda"] = param(
@@ -88,6 +89,14 @@ class RunOptions:
         min=0,
         metavar="K",
         help="First tokens kept in the cache by --evaluator sinks. [default: 4]",
+    )
+    cache: Literal["auto", "kv", "hidden"] | None = param(
+        None,
+        help="What the Transformer-XL cached evaluator keeps of earlier segments: kv (each "
+        "layer's keys and values: a segment projects only its own tokens; exact for relative "
+        "positions, rel and shaw) or hidden (the layer inputs, projected again by every segment, "
+        "as in training); auto takes kv where it is exact. Recorded in run.json. "
+        "[default: auto]",
     )
     dtype: Literal["float32", "float64", "bfloat16"] = param(
         "float32", show_default=True, help="Evaluation precision (recorded)."

@@ -40,9 +40,11 @@ def param(
     flags: str | None = None,
     metavar: str | None = None,
     show_default: bool = False,
+    alias: str | None = None,
 ) -> Any:
     """A declared field with CLI metadata. `flags`: the option's own spelling ("--quick",
-    "--reset/--carry"); `show_default`: click prints the default instead of the help's note."""
+    "--reset/--carry"); `show_default`: click prints the default instead of the help's note;
+    `alias`: a second spelling of a valued option ("-n")."""
     meta = {
         "help": help,
         "min": min,
@@ -51,6 +53,7 @@ def param(
         "flags": flags,
         "metavar": metavar,
         "show_default": show_default,
+        "alias": alias,
     }
     return dataclasses.field(default=default, metadata=meta)
 
@@ -246,9 +249,12 @@ def click_options(
                 return value
 
         repeated = field.name in multiple
+        spellings = [own or option_name(field.name)]
+        if meta.get("alias"):
+            spellings.append(meta["alias"])
         options.append(
             click.Option(
-                [own or option_name(field.name), field.name],
+                [*spellings, field.name],
                 type=click_type,
                 metavar=meta.get("metavar"),
                 multiple=repeated,

@@ -72,6 +72,7 @@ class RunContext:
     # A model with its own tokenizer: the probes.engine.bridge.Bridge its synth texts go through.
     bridge: Any = None
     unmatched: int = 0  # pairs that could not be kept aligned in the model's tokens (not scored)
+    ranks: Any = None  # probes.framework.ranks.Ranks under torchrun; None: one process
 
     @property
     def vocab(self):
@@ -169,6 +170,9 @@ class Probe:
     # can go through the tokenizer bridge of a model with its own tokenizer (`ctx.bridge`).
     supports_haystack: ClassVar[bool] = False
     supports_bridge: ClassVar[bool] = False
+    # True: the probe scores only through probes.engine.rows.score_batches, so its items can be
+    # divided among several processes (probes.framework.ranks); others are refused under torchrun.
+    shards: ClassVar[bool] = False
     # Set by @probe(..., diagnose=N): its place in `probe diagnose` (None: not part of it).
     diagnose: ClassVar[int | None] = None
     # The bin table's columns (probes.framework.declarations.Column), in order.

@@ -74,6 +74,7 @@ def rerun(
 
         check_shape(Path(run_dir) / "run.json", record, {"options": dict})
         kwargs = dict(record["options"])
+        kwargs.update(_recorded_cache(record))
         if out is not None:
             kwargs["out"] = out
         if "models" in kwargs:  # `probe diagnose --models`: run.json's `models` are their infos
@@ -129,8 +130,21 @@ def rerun_options(run_json: dict) -> tuple[str, dict[str, Any]]:
     spec = run_json["probe"].get("spec") or run_json["probe"]["name"]
     kwargs = dict(run_json["options"])
     kwargs["model"] = _local_models(kwargs.get("model"), run_json)
+    kwargs.update(_recorded_cache(run_json))
     kwargs.update(run_json["params"])
     return spec, kwargs
+
+
+def _recorded_cache(record: dict) -> dict[str, Any]:
+    """`cache="hidden"` for a run recorded before the cached evaluator had a choice of memory
+    (no `cache` option, every model on the cached evaluator without a `cache` record): it ran
+    on hidden states, and repeating it so keeps the comparison bitwise. Nothing otherwise."""
+    if "cache" in (record.get("options") or {}):
+        return {}
+    infos = [record.get("model"), *(record.get("group") or []), *(record.get("models") or [])]
+    infos = [i for i in infos if isinstance(i, dict)]
+    old = bool(infos) and all(i.get("evaluator") == "cached" and "cache" not in i for i in infos)
+    return {"cache": "hidden"} if old else {}
 
 
 def _local_models(model: Any, record: dict) -> Any:

@@ -30,6 +30,7 @@ from probes.framework.models import ModelCache, model_name, model_sources
 from probes.framework.options import RunOptions
 from probes.framework.probe import ProbeInputError, RunContext
 from probes.framework.progress import Progress
+from probes.framework.ranks import Ranks
 from probes.framework.results import SCHEMA_VERSION, RunDir, RunDirError, check_writable
 from probes.framework.summary import Summary
 
@@ -91,9 +92,16 @@ def prepare(
         check_writable(Path(opts.out))
     except RunDirError as e:
         raise ProbeInputError(str(e)) from None
+    ranks = Ranks.from_env()
+    if ranks.enabled and not cls.shards:
+        raise ProbeInputError(
+            f"probe {cls.name} does not divide its scoring among processes (only probes that "
+            "score through score_batches do: the paired fact probes, boundary, cross-doc); run "
+            "it in one process, without torchrun"
+        )
     sources = model_sources(cls, opts.model)
     if progress is None or isinstance(progress, bool):
-        progress = Progress.auto(quiet=progress is False)
+        progress = Progress.auto(quiet=progress is False or not ranks.is_main)
     models = models if models is not None else ModelCache()
     dev = opts.device
     if any(isinstance(s, Path) for s in sources):
@@ -103,6 +111,7 @@ def prepare(
             dev = adapters.resolve_device(opts.device)
         except adapters.AdapterError as e:
             raise ProbeInputError(str(e)) from None
+    ranks.join("cuda" if dev == "cuda" else "cpu")  # before a model lands on a GPU: its own
     loaded = [
         models.get(
             s,
@@ -110,6 +119,7 @@ def prepare(
             device=dev,
             dtype=opts.dtype,
             sinks=opts.sinks,
+            cache=opts.cache,
             log=progress.log,
         )
         for s in sources
@@ -149,6 +159,7 @@ def prepare(
         group=group,
         margin=cls.margin if opts.min_effect is None else opts.min_effect,
         margin_source="probe" if opts.min_effect is None else "--min-effect",
+        ranks=ranks,
     )
     instance = cls(params)
     try:
@@ -207,6 +218,8 @@ def execute(prepared: Prepared, *, out: str | Path | None = None) -> Summary:
     p = prepared
     lm = p.ctx.model
     options = p.options if out is None else dataclasses.replace(p.options, out=str(out))
+    if p.ctx.ranks is not None and not p.ctx.ranks.is_main:
+        return _execute(p, None, options)  # its share of the scoring; rank 0 writes
     try:
         run_dir = RunDir.create(Path(options.out), p.cls.name, lm.info.id)
         return _execute(p, run_dir, options)
@@ -214,9 +227,12 @@ def execute(prepared: Prepared, *, out: str | Path | None = None) -> Summary:
         raise ProbeInputError(str(e)) from None
 
 
-def _execute(p: Prepared, run_dir: RunDir, options: RunOptions) -> Summary:
-    cls, ctx, lm = p.cls, p.ctx, p.ctx.model
+def _execute(p: Prepared, run_dir: RunDir | None, options: RunOptions) -> Summary:
+    """Run the probe into `run_dir`; None (a rank other than 0): run it and write nothing."""
+    cls, ctx = p.cls, p.ctx
     with _threads(options.threads) as n_threads:
+        if run_dir is None:
+            return _summary(p, p.instance.execute(ctx), None, [])
         record = run_record(cls, p.spec, p.params, options, ctx, n_threads, p.argv, p.texts)
         with run_dir.recording(record):
             ctx.run_dir = run_dir
@@ -229,31 +245,7 @@ def _execute(p: Prepared, run_dir: RunDir, options: RunOptions) -> Summary:
                 run_dir.write_npz("tokens.npz", outcome.arrays)
             with run_dir.writing("*.png"):
                 plots = [draw(run_dir.path) for draw in outcome.plots]
-            summary = Summary(
-                probe=cls.name,
-                version=cls.version,
-                model={"id": lm.info.id, "path": lm.info.path, "sha256": lm.info.sha256},
-                geometry=ctx.geometry.to_dict(),
-                n_pairs=outcome.n_pairs,
-                metrics=outcome.metrics,
-                bins=outcome.bins,
-                checks=outcome.checks,
-                verdict=outcome.verdict,
-                run_dir=str(run_dir.path),
-                params=params_mod.to_dict(p.params),
-                evaluator=lm.info.evaluator,
-                dtype=lm.info.dtype,
-                device=lm.info.device,
-                seed=ctx.seed,
-                n=ctx.n,
-                horizon=ctx.horizon.to_dict(),
-                metric_docs=outcome.metric_docs,
-                higher_is_better=outcome.higher_is_better,
-                verdict_rule=_verdict_rule(),
-                margin=margin_record(cls, ctx),
-                elapsed_s=round(time.perf_counter() - p.t0, 3),
-                plots=plots,
-            )
+            summary = _summary(p, outcome, run_dir, plots)
             run_dir.write_json("summary.json", summary.to_dict())
             run_dir.finish(record, passed=summary.passed, elapsed_s=summary.elapsed_s)
             return summary
@@ -266,11 +258,45 @@ UNMATCHED_DOC = (
 )
 
 
+def _summary(p: Prepared, outcome, run_dir: RunDir | None, plots: list[str]) -> Summary:
+    """The run's Summary (its run_dir None on a rank that writes nothing)."""
+    cls, ctx, lm = p.cls, p.ctx, p.ctx.model
+    return Summary(
+        probe=cls.name,
+        version=cls.version,
+        model={"id": lm.info.id, "path": lm.info.path, "sha256": lm.info.sha256},
+        geometry=ctx.geometry.to_dict(),
+        n_pairs=outcome.n_pairs,
+        metrics=outcome.metrics,
+        bins=outcome.bins,
+        checks=outcome.checks,
+        verdict=outcome.verdict,
+        run_dir=str(run_dir.path) if run_dir is not None else None,
+        params=params_mod.to_dict(p.params),
+        evaluator=lm.info.evaluator,
+        dtype=lm.info.dtype,
+        device=lm.info.device,
+        seed=ctx.seed,
+        n=ctx.n,
+        horizon=ctx.horizon.to_dict(),
+        metric_docs=outcome.metric_docs,
+        higher_is_better=outcome.higher_is_better,
+        verdict_rule=_verdict_rule(),
+        margin=margin_record(cls, ctx),
+        elapsed_s=round(time.perf_counter() - p.t0, 3),
+        plots=plots,
+    )
+
+
 def run(probe: str, **options: Any) -> Summary:
     """Run a probe and return its Summary: `prepare(probe, **options)` (every option of `probe
     run`, see there), then `execute`. Raises ProbeInputError (one line) for bad input, before
-    anything is written."""
-    return execute(prepare(probe, **options))
+    anything is written. Under torchrun every rank calls it and leaves the process group after."""
+    ranks = Ranks.from_env()
+    try:
+        return execute(prepare(probe, **options))
+    finally:
+        ranks.leave()
 
 
 def _verdict_rule() -> str:
@@ -332,6 +358,7 @@ def run_record(
         "threads": threads,
         "seeds": {"seed": options.seed, "namespace": "probe"},
         "n_per_group": ctx.n,
+        "processes": (ctx.ranks or Ranks()).record(),
         "margin": margin_record(cls, ctx),
         "git": provenance.git_state(),
         "package_version": __version__,

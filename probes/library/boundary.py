@@ -72,6 +72,7 @@ class Boundary(Probe):
 
     default_n = 16
     quick_n = 4
+    shards = True  # scores through score_batches only
     margin = 0.02
     margin_unit = "nats/token"
     margin_why = (

@@ -100,6 +100,7 @@ class CrossDoc(Probe):
 
     default_n = 24
     quick_n = 6
+    shards = True  # scores through score_batches only
     columns = (
         DISTANCE,
         Column("kind", "kind", "left", identifies=True),

@@ -14,7 +14,7 @@ def parameter_count(model_config: Any) -> int:
     from txl.model import TransformerXL
 
     with torch.device("meta"):
-        model = TransformerXL(model_config)
+        model = TransformerXL(model_config, shapes_only=True)
     return sum(p.numel() for p in model.parameters())
 
 

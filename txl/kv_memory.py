@@ -1,0 +1,164 @@
+"""The evaluation memory that carries keys and values: per layer, the projected K and V of the
+cached positions instead of the hidden states they are projected from.
+
+Why it is the same computation (docs/design.md, *Keys and values at evaluation*): with "rel" and
+"shaw" a cached position's key is K = W_k,E · x, x the layer input (pre-LN: its LayerNorm) of that
+position, and its value V = W_v · x — nothing in either depends on where the position sits in the
+window that reads it: the position term of a score depends on the distance only, and is computed
+from the query side and the distance (W_R r_{i−j}, Shaw's tables). So projecting x once, when its
+segment runs, and reusing K and V for every later segment gives the keys the hidden-state memory
+would re-project each time — up to the rounding of a matmul of another shape. With "abs" and
+"learned" the window-relative position of a cached position is added to x at each use (it moves
+as the window moves), so the key of the same position differs per segment: nothing to cache.
+Those keep the hidden-state memory (`resolve_cache` says so, with the reason).
+
+Without gradients only: training keeps txl.memory.Memory (the weights change every step, and the
+stop-gradient is defined on the states).
+
+`keys[l]`, `values[l]`: (n_head, B, M, d_head), heads first as txl.attention lays them out;
+`doc_ids`: (B, M) long, −1 = padding. It can be forked (`select`), moved (`to`) and cut
+(`truncate`) like the hidden-state memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+CACHES = ("kv", "hidden")
+EXACT_KV = ("rel", "shaw")  # position encodings whose cached keys do not move with the window
+
+
+def resolve_cache(requested: str, pos_enc: str) -> tuple[str, str]:
+    """("kv" | "hidden", why) for a request of "auto", "kv" or "hidden" and a model's pos_enc.
+
+    "auto" takes "kv" where it is exact and "hidden" where it is not; "kv" where it is not exact is
+    a ValueError (one line) rather than a silent change of what was asked for."""
+    if requested not in ("auto", *CACHES):
+        raise ValueError(f"cache {requested!r}: use auto, kv or hidden")
+    if requested == "hidden":
+        return "hidden", "asked for"
+    if pos_enc in EXACT_KV:
+        return "kv", "keys and values do not depend on the window (relative positions)"
+    why = (
+        f"pos_enc {pos_enc!r} adds window-relative positions to the memory at each use, so its "
+        "keys change from segment to segment"
+    )
+    if requested == "kv":
+        raise ValueError(f"cache 'kv' is not exact for {why}; use cache 'hidden' or 'auto'")
+    return "hidden", why
+
+
+@dataclass
+class KVMemory:
+    keys: tuple[Tensor, ...]  # n_layer × (H, B, M, D)
+    values: tuple[Tensor, ...]  # n_layer × (H, B, M, D)
+    doc_ids: Tensor  # (B, M) long
+
+    @classmethod
+    def empty(
+        cls,
+        n_layer: int,
+        batch: int,
+        n_head: int,
+        d_head: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> KVMemory:
+        """M = 0 at every layer."""
+
+        def zeros() -> tuple[Tensor, ...]:
+            shape = (n_head, batch, 0, d_head)
+            return tuple(torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layer))
+
+        return cls(zeros(), zeros(), torch.zeros(batch, 0, dtype=torch.long, device=device))
+
+    @property
+    def length(self) -> int:
+        """M, the number of cached positions (the same at every layer)."""
+        return self.doc_ids.shape[1]
+
+    @property
+    def batch_size(self) -> int:
+        return self.doc_ids.shape[0]
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.keys)
+
+    def truncate(self, mem_len: int) -> KVMemory:
+        """The last `mem_len` positions (all of them if there are fewer)."""
+        if self.length <= mem_len:
+            return self
+        start = self.length - mem_len
+        return KVMemory(
+            tuple(k[:, :, start:] for k in self.keys),
+            tuple(v[:, :, start:] for v in self.values),
+            self.doc_ids[:, start:],
+        )
+
+    def select(self, index: Tensor) -> KVMemory:
+        """Rows `index` (B',) long, e.g. to fork a shared prefix into several continuations."""
+        index = torch.as_tensor(index, dtype=torch.long, device=self.doc_ids.device)
+
+        def rows(ts: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+            return tuple(t.index_select(1, index.to(t.device)) for t in ts)
+
+        return KVMemory(rows(self.keys), rows(self.values), self.doc_ids.index_select(0, index))
+
+    def to(
+        self, device: torch.device | str | None = None, dtype: torch.dtype | None = None
+    ) -> KVMemory:
+        """Move to a device and/or cast keys and values to a dtype (doc ids stay long)."""
+        return KVMemory(
+            tuple(k.to(device=device, dtype=dtype) for k in self.keys),
+            tuple(v.to(device=device, dtype=dtype) for v in self.values),
+            self.doc_ids.to(device=device),
+        )
+
+    def nbytes(self) -> int:
+        """Bytes held by the cached keys, values and doc ids."""
+        ts = (*self.keys, *self.values, self.doc_ids)
+        return sum(t.numel() * t.element_size() for t in ts)
+
+
+class PositionKeys:
+    """The position side of a "rel" score, W_R r_d, per layer: computed once for distances
+    d = 0 … n − 1 and reused by every segment (the hidden-state path recomputes it per layer and
+    segment). Row d depends on d only, not on the geometry, so one table serves every geometry
+    of an evaluation; it is rebuilt larger when a forward needs a longer distance. The rows one
+    window of keys reads, laid out for its position grid (H, D, K+1), are kept for the last
+    window size per layer: once the memory is full every segment has the same one.
+
+    Only valid while the weights stay as they are: build one per evaluation call, never keep it
+    across training steps."""
+
+    def __init__(self) -> None:
+        self._keys: dict[int, Tensor] = {}  # layer index → (n, H·D)
+        self._grid: dict[int, tuple[tuple[int, int], Tensor]] = {}  # layer → ((K, limit), grid)
+
+    def get(self, layer: int, attn, n: int, sinusoid) -> Tensor:
+        """(≥ n, H·D): W_R r_d of layer `layer` (its attention `attn`) for d = 0 … n − 1 at least;
+        `sinusoid(n)` gives r_0 … r_{n−1} (n, d_model)."""
+        have = self._keys.get(layer)
+        if have is None or have.shape[0] < n:
+            have = attn.r_proj(sinusoid(n))  # (n, H·D)
+            self._keys[layer] = have
+        return have
+
+    def grid(self, layer: int, attn, n: int, sinusoid, rel_dist: Tensor, limit: int) -> Tensor:
+        """(H, D, K+1) contiguous: the rows of `get(...)` at the grid's columns for a window of
+        K keys (rel_dist (T, K), distances capped at `limit`; txl.attention.shift_columns)."""
+        from txl.attention import shift_columns
+
+        key = (rel_dist.shape[1], limit)
+        kept = self._grid.get(layer)
+        if kept is None or kept[0] != key:
+            cols = shift_columns(rel_dist)  # depends on K and limit only
+            rows = self.get(layer, attn, n, sinusoid)[cols]  # (K+1, H·D)
+            grid = rows.view(len(cols), attn.n_head, attn.d_head).permute(1, 2, 0).contiguous()
+            kept = (key, grid)
+            self._grid[layer] = kept
+        return kept[1]
