@@ -171,28 +171,11 @@ def _prepare(classes, skip, columns: list, group: list, opts, progress, argv):
 
 
 def own_options(common: dict, source: Any, opts: Any) -> dict:
-    """A column's run options: `common`, without `--mem` for a model scored by its state."""
+    """A column's run options: `common`, without `--mem` for a model scored by its state
+    (`models.carries_state`)."""
+    from probes.framework.models import carries_state
+
     return {**common, "mem": None} if carries_state(source, opts.evaluator) else common
-
-
-def carries_state(source: Any, evaluator: str | None) -> bool:
-    """Whether `source` is a recurrent model scored by its state (`--evaluator state`, the
-    default for one): no memory length applies to it, so a `--mem` given for the models beside
-    it in `--models` leaves it at its own geometry (the summary lists it under
-    `mem_not_applicable`)."""
-    import json
-
-    from probes.adapters.hf_dir import RECURRENT, is_transformers_dir
-    from probes.framework.models import is_loss_model
-
-    if evaluator not in (None, "state"):
-        return False
-    if is_loss_model(source):
-        return getattr(source, "evaluator", None) == "state"
-    if not is_transformers_dir(source):
-        return False
-    config = json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
-    return config.get("model_type") in RECURRENT
 
 
 def _column_model(runs: list[_Run], column: int) -> Any:
@@ -427,6 +410,8 @@ def diagnose_models(
             f"--models: two models have the id {same!r}; the columns need distinct ids (a "
             "planted model's id is its seed: give each its own)"
         )
+    from probes.framework.models import carries_state
+
     stateful = [lm.info.id for lm, s in zip(lms, sources, strict=True)
                 if carries_state(s, opts.evaluator)]  # fmt: skip
     try:  # each model's own geometry with the options' overrides, as each of its runs has

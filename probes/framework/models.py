@@ -73,6 +73,25 @@ def sibling_path(path: Path) -> Path | None:
     return candidate if candidate.is_dir() else None
 
 
+def carries_state(source: Any, evaluator: str | None) -> bool:
+    """Whether `source` is a recurrent model scored by its state (`--evaluator state`, the
+    default for one): no memory length applies to it, so a `--mem` given for the models beside
+    it in `--models` leaves it at its own geometry (the summary lists it under
+    `mem_not_applicable`)."""
+    import json
+
+    from probes.adapters.hf_dir import RECURRENT, is_transformers_dir
+
+    if evaluator not in (None, "state"):
+        return False
+    if is_loss_model(source):
+        return getattr(source, "evaluator", None) == "state"
+    if not is_transformers_dir(source):
+        return False
+    config = json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
+    return config.get("model_type") in RECURRENT
+
+
 def is_loss_model(model: Any) -> bool:
     """A LossModel object given directly (the Python API), not a checkpoint path or name."""
     return not isinstance(model, str | os.PathLike) and hasattr(model, "score")
