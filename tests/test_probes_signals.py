@@ -44,7 +44,7 @@ def test_sigterm_records_interrupted_says_so_and_exits_143(tmp_path):
 def test_sigint_records_interrupted_says_so_and_exits_130(tmp_path):
     proc, run_dir = start_run(tmp_path)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=180)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("interrupted")
     record = json.loads((run_dir / "run.json").read_text())

@@ -117,6 +117,9 @@ class ProbeCLI(click.Group):
                 sys.exit(EXIT_USAGE)
             return EXIT_USAGE
         previous = signal.signal(signal.SIGTERM, _terminate)
+        # SIGINT stops a run cleanly even when the process started with it ignored (a background
+        # job of a shell script inherits SIGINT ignored, and Python then leaves it so)
+        previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else EXIT_OK
@@ -159,6 +162,7 @@ class ProbeCLI(click.Group):
                 code = EXIT_INTERNAL
         finally:
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)
         if standalone_mode:
             sys.exit(code)
         return code
