@@ -10,7 +10,8 @@ Kinds of document (StreamConfig weights the mixture):
 - corpus: topic filler with facts, their queries at sampled distances, updates and distractors;
 - bursty: ~8 random entity→value pairs repeated in random order (in-context bigrams);
 - sparse: facts in the first half, their queries in the second, i.i.d. random filler;
-- local: independent short sentences (no dependency beyond a sentence).
+- local: independent short sentences (no dependency beyond a sentence);
+- repeat: a random span of words, then the same span again (a curriculum stage only).
 """
 
 from __future__ import annotations
@@ -250,6 +251,20 @@ def plan_bursty(
     dist[vpos] = vpos - (prev[same] + width - 1)
     free = tokens < 0
     tokens[free] = lang.filler_ids[lang.grammar.sample_uniform(rng.random(int(free.sum())))]
+    return DocPlan(tokens, kind, dist, -1, np.zeros(0))
+
+
+def plan_repeat(lang: Language, rng: np.random.Generator, cfg) -> DocPlan:
+    """A span of (L − 1) // 2 words drawn uniformly from the whole vocabulary but `<pad>` and
+    `<eod>`, written twice (a last word of odd L is drawn too). Only its second copy is
+    predictable, from the first; no token is a target kind (nothing here is a fact or a pair)."""
+    L = rnd.randrange(rng, *cfg.repeat_len)
+    tokens, kind, dist = _new(L, lang.vocab.eod_id)
+    n_words = lang.vocab.size - 2
+    draw = np.minimum((rng.random(L - 1) * n_words).astype(np.int64), n_words - 1) + 2
+    span = (L - 1) // 2
+    draw[span : 2 * span] = draw[:span]
+    tokens[1:] = draw
     return DocPlan(tokens, kind, dist, -1, np.zeros(0))
 
 

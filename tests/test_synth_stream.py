@@ -238,3 +238,42 @@ def test_bursty_first_makes_each_row_start_with_bursty_documents_only():
                 later["statements"] += int(statement)
                 later["separated bursty"] += int(not statement and (doc == LANG.is_id).any())
     assert min(later.values()) > 0
+
+
+def test_repeat_first_starts_each_row_with_repeated_spans_then_bursty_then_the_mixture():
+    """Documents that start before `repeat_first` write a span of words twice (and carry no
+    targets); then come the plain bursty documents until `bursty_first`, then the mixture."""
+    config = StreamConfig(**{**CURRICULUM.__dict__, "repeat_first": 200, "repeat_len": (21, 40)})
+    rows, _ = rows_text(stream(config=config), 80)
+    tok, ids, kind = rows["tokens"], rows["doc_ids"], rows["target_kind"]
+    seen = {"repeat": 0, "bursty": 0, "mixture": 0}
+    for r in range(len(tok)):
+        for d in np.unique(ids[r])[:-1]:  # the last document may be cut off
+            at = np.flatnonzero(ids[r] == d)
+            doc = tok[r, at]
+            assert doc[0] == LANG.vocab.eod_id
+            if at[0] < 200:
+                span = (len(doc) - 1) // 2
+                assert 21 <= len(doc) <= 40
+                assert (doc[1 : 1 + span] == doc[1 + span : 1 + 2 * span]).all()
+                assert (doc[1:] >= 2).all() and not kind[r, at].any()
+                seen["repeat"] += 1
+            elif at[0] < 300:
+                assert (kind[r, at] == BURSTY).any() and not (doc == LANG.the_id).any()
+                seen["bursty"] += 1
+            else:
+                seen["mixture"] += 1
+    assert min(seen.values()) > 0
+
+
+def test_repeat_stage_off_leaves_the_stream_as_it_was():
+    """repeat_first 0 (the default) draws nothing more: existing presets' streams are unchanged."""
+    a = rows_text(stream(config=CURRICULUM), 20)[0]
+    b = rows_text(stream(config=StreamConfig(**{**CURRICULUM.__dict__, "repeat_first": 0})), 20)[0]
+    assert all((a[k] == b[k]).all() for k in a)
+
+
+@pytest.mark.parametrize("bad", [{"repeat_first": -1}, {"repeat_len": (2, 8)}])
+def test_bad_repeat_stage_is_refused(bad):
+    with pytest.raises(ValueError, match="repeat_"):
+        StreamConfig(**bad)
