@@ -13,15 +13,29 @@ at key index M + i. A key j is visible to query i iff all of:
 A query row may end up with no visible key (a padding query under reset). The attention gives such a
 row an all-zero output (see txl.attention), never NaN.
 
-The model builds the boolean mask once per forward and hands every layer a `ScoreMask`: the same mask
+The model builds the mask once per forward (`score_mask`) and hands every layer a `ScoreMask`: the same mask
 as an additive score bias (adding is cheaper than a `torch.where` per layer, and it is what
 `scaled_dot_product_attention` takes) plus which query rows see any key at all.
 """
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
+
+
+@functools.lru_cache(maxsize=32)
+def _band(T: int, K: int, same_length_mem: int | None, device: torch.device) -> Tensor:
+    """(T, K) bool: causal and, with `same_length`, at most `same_length_mem` keys back. The
+    same few shapes recur segment after segment, so the bands are kept (read-only)."""
+    q_pos = torch.arange(K - T, K, device=device)[:, None]  # (T, 1) key index of each query
+    k_pos = torch.arange(K, device=device)[None, :]  # (1, K)
+    visible = k_pos <= q_pos  # (T, K) causal
+    if same_length_mem is not None:
+        visible = visible & (k_pos > q_pos - same_length_mem)  # (T, K)
+    return visible
 
 
 def attention_mask(
@@ -33,16 +47,36 @@ def attention_mask(
     -> (B, 1, T, K) bool, True where the key is visible.
     """
     T, K = doc_q.shape[1], doc_k.shape[1]
-    M = K - T
-    q_pos = torch.arange(M, K, device=doc_q.device)[:, None]  # (T, 1) key index of each query
-    k_pos = torch.arange(K, device=doc_q.device)[None, :]  # (1, K)
-    visible = k_pos <= q_pos  # (T, K) causal
-    if same_length_mem is not None:
-        visible = visible & (k_pos > q_pos - same_length_mem)  # (T, K)
-    visible = visible[None] & (doc_k >= 0)[:, None, :]  # (B, T, K)
+    band = _band(T, K, same_length_mem, doc_q.device)[None]  # (1, T, K)
     if reset:
-        visible = visible & (doc_k[:, None, :] == doc_q[:, :, None])  # (B, T, K)
+        # a padding query (−1) is given an id no key has, so equal ids also say "not padding"
+        # (one pass less over B × T × K)
+        doc_q = torch.where(doc_q >= 0, doc_q, -2)
+        visible = band & (doc_k[:, None, :] == doc_q[:, :, None])  # (B, T, K)
+    else:
+        visible = band & (doc_k >= 0)[:, None, :]  # (B, T, K)
     return visible[:, None]  # (B, 1, T, K)
+
+
+def score_mask(
+    doc_q: Tensor,
+    doc_k: Tensor,
+    n_head: int,
+    *,
+    same_length_mem: int | None = None,
+    reset: bool = True,
+) -> ScoreMask:
+    """`ScoreMask(attention_mask(...), n_head)`, cheaper where the rows allow: when no key is
+    padding and (under reset) every key of every row is in one document, the doc ids change
+    nothing and every row has the same (T, K) band — the usual case of a long stream, built
+    without touching B × T × K booleans. Exact either way (tests/test_txl_masking.py)."""
+    T, K = doc_q.shape[1], doc_k.shape[1]
+    shared = bool((doc_k >= 0).all()) and (not reset or bool((doc_k == doc_k[:, :1]).all()))
+    if shared:
+        band = _band(T, K, same_length_mem, doc_q.device)[None, None]  # (1, 1, T, K)
+        return ScoreMask(band, n_head, batch=doc_q.shape[0])
+    visible = attention_mask(doc_q, doc_k, same_length_mem=same_length_mem, reset=reset)
+    return ScoreMask(visible, n_head)
 
 
 def relative_distances(q_len: int, k_len: int, limit: int, device=None) -> Tensor:
@@ -59,36 +93,45 @@ def relative_distances(q_len: int, k_len: int, limit: int, device=None) -> Tenso
 class ScoreMask:
     """A boolean mask as the attention consumes it, built once per forward and shared by all layers.
 
-    bias(dtype): (B, T, K): 0 where visible and half the dtype's most negative finite value where
-        not. Not −inf: a row with no visible key then softmaxes to a finite row instead of NaN,
-        and its output is zeroed by `has_key`. Half: a score added to it cannot overflow to −inf
-        (in float16 the full minimum would), while in any row with a visible key a masked key's
-        probability still underflows to exactly 0 — the same result as replacing the score.
-        Built on first use per dtype (under autocast the scores are bf16, whose minimum is not
-        float32's). The same for every head: a position term of (H, B, T, K) adds it by
-        broadcasting.
-    per_head(dtype): the bias repeated per head, (n_head·B, T, K), heads first as the attention
+    bias(dtype): (B, T, K), or (1, T, K) when every row has the same mask (`score_mask`; it
+        broadcasts over the batch wherever it is added): 0 where visible and half the dtype's
+        most negative finite value where not. Not −inf: a row with no visible key then
+        softmaxes to a finite row instead of NaN, and its output is zeroed by `has_key`. Half: a
+        score added to it cannot overflow to −inf (in float16 the full minimum would), while in
+        any row with a visible key a masked key's probability still underflows to exactly 0 —
+        the same result as replacing the score. Built on first use per dtype (under autocast
+        the scores are bf16, whose minimum is not float32's). The same for every head: a
+        position term of (H, B, T, K) adds it by broadcasting.
+    per_head(dtype): the bias per head and row, (n_head·B, T, K), heads first as the attention
         lays out its scores (for the encodings without a position term, whose score is added
         onto the bias itself).
-    has_key: (B, T, 1) bool, whether the query row sees any key.
+    has_key: (B, T, 1) bool (or (1, T, 1)), whether the query row sees any key.
     """
 
-    def __init__(self, visible: Tensor, n_head: int):
-        """visible: (B, 1, T, K) bool, True = visible (as `attention_mask` returns it)."""
-        self.visible = visible[:, 0]  # (B, T, K)
+    def __init__(self, visible: Tensor, n_head: int, batch: int | None = None):
+        """visible: (B, 1, T, K) bool, True = visible (as `attention_mask` returns it), or
+        (1, 1, T, K) shared by `batch` rows."""
+        self.visible = visible[:, 0]  # (B, T, K) or (1, T, K)
         self.n_head = n_head
-        self.has_key = self.visible.any(dim=-1, keepdim=True)  # (B, T, 1)
+        self.batch = self.visible.shape[0] if batch is None else batch
+        # (B, T, 1); a max over bytes: Tensor.any over the last dim of a bool tensor is several
+        # times slower on a CPU
+        self.has_key = self.visible.view(torch.uint8).amax(dim=-1, keepdim=True).bool()
         self._bias: dict[torch.dtype, Tensor] = {}
         self._per_head: dict[torch.dtype, Tensor] = {}
 
     def bias(self, dtype: torch.dtype) -> Tensor:
         if dtype not in self._bias:
-            bias = torch.zeros(self.visible.shape, dtype=dtype, device=self.visible.device)
-            bias.masked_fill_(~self.visible, torch.finfo(dtype).min / 2)  # (B, T, K)
-            self._bias[dtype] = bias
+            hidden = torch.tensor(
+                torch.finfo(dtype).min / 2, dtype=dtype, device=self.visible.device
+            )
+            zero = torch.zeros((), dtype=dtype, device=self.visible.device)
+            self._bias[dtype] = torch.where(self.visible, zero, hidden)  # (B, T, K)
         return self._bias[dtype]
 
     def per_head(self, dtype: torch.dtype) -> Tensor:
         if dtype not in self._per_head:
-            self._per_head[dtype] = self.bias(dtype).repeat(self.n_head, 1, 1)  # (H·B, T, K)
+            bias = self.bias(dtype)
+            bias = bias.expand(self.batch, *bias.shape[1:])  # (B, T, K)
+            self._per_head[dtype] = bias.repeat(self.n_head, 1, 1)  # (H·B, T, K)
         return self._per_head[dtype]

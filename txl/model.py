@@ -53,7 +53,7 @@ from txl.attention import RelMultiHeadAttention
 from txl.config import TXLConfig
 from txl.geometry import Geometry
 from txl.kv_memory import KVMemory, PositionKeys, resolve_cache
-from txl.masking import ScoreMask, attention_mask, relative_distances
+from txl.masking import ScoreMask, relative_distances, score_mask
 from txl.memory import Memory
 from txl.positional import LearnedAbsolute, ShawRelative, SinusoidEncoding, window_positions
 
@@ -231,13 +231,13 @@ class TransformerXL(nn.Module):
 
         # who sees whom: causal, same_length, reset, padding
         doc_k = torch.cat([memory.doc_ids, doc_ids], dim=1)  # (B, K)
-        mask = attention_mask(
+        mask = score_mask(  # as an additive score bias, built once for all layers
             doc_ids,
             doc_k,
+            cfg.n_head,
             same_length_mem=mem_len if geometry.same_length else None,
             reset=geometry.reset,
-        )  # (B, 1, T, K)
-        mask = ScoreMask(mask, cfg.n_head)  # as an additive score bias, built once for all layers
+        )
         limit = self._distance_limit(K, geometry)
 
         h = self.drop(self.word_emb(tokens) * self.emb_scale)  # (B, T, d)
