@@ -32,7 +32,7 @@ TINY = [
     "--set", "model.d_inner=64", "--set", "model.tgt_len=24", "--set", "batch_size=2",
     "--set", "eval.n_examples=2", "--set", "eval.edges=[6,16,32]",
 ]  # fmt: skip
-PRESET = {"mistral": "tiny-window", "mamba": "tiny-mamba"}
+PRESET = {"mistral": "tiny-window", "mamba": "tiny-mamba", "mamba2": "tiny-mamba2"}
 
 
 def invoke(args):
@@ -86,7 +86,7 @@ def test_the_final_model_is_a_transformers_directory_the_adapter_loads(trained, 
     assert json.loads((model / "tokenizer.json").read_text()) == Language.default().to_json()
     training = json.loads((model / "training.json").read_text())
     assert training["architecture"] == f"transformers-{family}" and training["step"] == 6
-    lm = hf_load.load(model, evaluator="state" if family == "mamba" else "stream")
+    lm = hf_load.load(model, evaluator="stream" if family == "mistral" else "state")
     assert lm.info.extra["model_type"] == family
 
 
@@ -152,6 +152,13 @@ def test_a_bad_architecture_table_is_refused_in_one_line(tmp_path, extra, says):
     r = train(tmp_path / "bad", "mamba", *extra)
     assert r.exit_code == 2, r.output
     assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_mamba2_head_size_that_does_not_divide_the_inner_width_is_refused(tmp_path):
+    r = train(tmp_path / "bad", "mamba2", "--set", "arch.head_dim=24")  # inner 2 × 32 = 64
+    assert r.exit_code == 2, r.output
+    assert "arch.head_dim" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "bad").exists()
 
 

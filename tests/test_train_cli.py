@@ -163,12 +163,13 @@ def test_heldout_nll_reads_the_mixture_not_the_curriculum():
     from txl.train_config import TrainConfig
 
     lang = Language.default()
-    data = resolve_dict("tiny", overrides=["data.bursty_first=100000"])
+    data = resolve_dict("tiny", overrides=["data.bursty_first=100000", "data.repeat_first=500"])
     data.pop("preset")
     data["model"]["vocab_size"] = lang.vocab.size
     config = TrainConfig.from_dict(data)
     train = synth_stream(lang, config, 5, 4, 0, 1)
     heldout = synth_stream(lang, config, 5, 4, 0, 1, curriculum=False)
     assert train.config.bursty_first == 100000 and heldout.config.bursty_first == 0
+    assert train.config.repeat_first == 500 and heldout.config.repeat_first == 0
     statements = [int((s.next_batch()[0] == lang.the_id).sum()) for s in (train, heldout)]
     assert statements[0] == 0 and statements[1] > 0

@@ -37,12 +37,13 @@ def synth_stream(
 ) -> TrainStream:
     """A rank's synth training stream (StreamConfig from the `data` table, minus `language`);
     without `curriculum`, the mixture from the first token (the held-out NLL measures the text the
-    model is trained on for good, not the curriculum's bursty start)."""
+    model is trained on for good, not the curriculum's repeated spans and bursty pairs)."""
     from synth.stream import StreamConfig, TrainStream
 
     table = {k: v for k, v in config.data.items() if k != "language"}
     if not curriculum:
-        table.pop("bursty_first", None)
+        for stage in ("repeat_first", "bursty_first"):  # synth.stream.StreamConfig's curriculum
+            table.pop(stage, None)
     try:
         stream_config = StreamConfig.from_dict(table)
     except TypeError as e:
