@@ -66,10 +66,15 @@ class Bridge:
                 )
         return self._lengths
 
+    @property
+    def filler_ratio(self) -> float:
+        """Model tokens per filler word, on average over the language's filler words."""
+        filler = self.lengths[self.lang.filler_tokens(np.arange(self.lang.grammar.n_words))]
+        return max(float(filler.mean()), 1.0)
+
     def synth_tokens(self, model_tokens: int, minimum: int = 1) -> int:
         """About how many synth tokens of filler make `model_tokens` model tokens."""
-        filler = self.lengths[self.lang.filler_tokens(np.arange(self.lang.grammar.n_words))]
-        return max(minimum, round(model_tokens / max(float(filler.mean()), 1.0)))
+        return max(minimum, round(model_tokens / self.filler_ratio))
 
     def fill(self, pair: Pair, rng, topic: int | None = None, protect=()) -> Pair:
         """The pair with its edit evened to the model-token length of what it replaces
