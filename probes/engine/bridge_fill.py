@@ -5,7 +5,8 @@ model token: the words it writes (a fact over filler, filler over a fact, anothe
 filler) seldom take as many model tokens as the words they replace. `fill` evens each run of
 edited positions to the model-token length of the base's words there, by redrawing filler words
 of the variant: the filler the edit itself wrote when the run holds some (a deleted fact, a
-shifted topic), else up to PAD filler words right after the run and right before it —
+shifted topic), then, if that is not enough, up to PAD filler words right after the run and
+right before it (runs less than PAD filler words apart are evened together) —
 neutral filler of the document's topic (or `topic`), which then belongs to the edit. Words are
 swapped one at a time for pool words (a fresh chain of that topic) that bring the run's length
 toward the base's, a word's length read from `Bridge.lengths`; the render then checks the whole
@@ -20,14 +21,26 @@ import numpy as np
 from synth import rng as rnd
 from synth.example import Pair
 
-PAD = 16  # filler words next to an edit that may be redrawn to even its length
-POOL = 64  # pool words drawn per run
+PAD = 24  # filler words next to an edit that may be redrawn to even its length
+POOL = 256  # pool words drawn per run
 
 
 def runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """[start, end) of each run of True in `mask`."""
     edges = np.flatnonzero(np.diff(np.r_[0, mask.astype(np.int8), 0]))
     return [(int(s), int(e)) for s, e in zip(edges[::2], edges[1::2], strict=True)]
+
+
+def clusters(spans: list[tuple[int, int]], free: np.ndarray) -> list[tuple[int, int]]:
+    """The runs, those less than PAD free positions apart merged (evened together: the filler
+    between them belongs to the edit)."""
+    out: list[tuple[int, int]] = []
+    for s, e in spans:
+        if out and s - out[-1][1] < PAD and free[out[-1][1] : s].all():
+            out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
 
 
 def _slots(free: np.ndarray, doc_ids: np.ndarray, s: int, e: int) -> np.ndarray:
@@ -83,21 +96,23 @@ def fill(bridge, pair: Pair, rng, *, topic: int | None = None, protect=()) -> Pa
     free = base.filler_mask() & var.filler_mask() & ~new
     free[base.targets] = False
     free[np.asarray(protect, dtype=np.int64)] = False
-    written = var.filler_mask()
-    for s, e in runs(new):
+    written = var.filler_mask() & (new | free)
+    for s, e in clusters(runs(new), free):
         diff = int(lengths[base.tokens[s:e]].sum() - lengths[tokens[s:e]].sum())
         if diff == 0:
             continue
-        slots = s + np.flatnonzero(written[s:e])
-        if not slots.size:
-            slots = _slots(free, var.doc_ids, s, e)
-        if not slots.size:
+        inside = s + np.flatnonzero(written[s:e])
+        outside = _slots(free, var.doc_ids, s, e)
+        if not inside.size and not outside.size:
             continue  # nothing to even it with: the render decides
-        t = doc_topic(var, int(var.doc_ids[slots[0]])) if topic is None else topic
+        t = doc_topic(var, int(var.doc_ids[s])) if topic is None else topic
         pool = filler(bridge.lang, rng, POOL, int(t))
-        diff = _even(tokens, slots, pool, lengths, diff, rng)
+        for slots in (inside, outside):  # the edit's own filler first, then its neighbours
+            if diff != 0 and slots.size:
+                diff = _even(tokens, slots, pool, lengths, diff, rng)
         if diff != 0:
             raise Unmatched(f"the edit at {s}..{e - 1} cannot be evened to its model tokens")
+        slots = np.r_[inside, outside]
         moved = slots[tokens[slots] != var.tokens[slots]]
         lo, hi = min(s, int(moved.min(initial=s))), max(e, int(moved.max(initial=e - 1)) + 1)
         new[lo:hi] = True  # the run and the filler evened with it: the tokens there move
