@@ -200,14 +200,17 @@ def test_bad_text_input_is_one_line_exit_2_and_leaves_no_run_dir(model, tmp_path
     assert not out.exists() or not any(out.rglob("run.json"))
 
 
-def test_a_probe_without_real_text_refuses_the_haystack(model, tmp_path):
+def test_a_probe_without_real_text_refuses_the_haystack_and_goes_through_the_bridge(
+    model, tmp_path
+):
     r = CliRunner().invoke(cli, ["run", "fact-rebind", "--model", model, "--haystack", "default",
                                  "--out", str(tmp_path), "--quiet"])  # fmt: skip
     assert r.exit_code == 2 and "does not write real text" in r.stderr
-    r = CliRunner().invoke(
-        cli, ["run", "fact-rebind", "--model", model, "--out", str(tmp_path), "--quiet"]
-    )
-    assert r.exit_code == 2 and "cannot map its texts" in r.stderr
+    r = invoke(["run", "fact-rebind", "--model", model, "--distance", "60-120",
+                "--out", str(tmp_path), *FAST])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["n_pairs"] + doc["metrics"]["unmatched_pairs"] == 3 * len(doc["bins"])
 
 
 def test_diagnose_on_real_text_runs_the_probes_that_write_it_and_names_the_others(model, tmp_path):

@@ -10,11 +10,14 @@ tokens and every model token outside the edit is the same id in both (`render.mi
 length-changing synth edit, every word outside the edit must keep its tokens. The answer
 contrast's other value must also fit the answer's tokens. An edit that fails is drawn again on
 the same base (another replacement value), then another base; a pair that never fits is
-counted (`unmatched`) and not scored.
+counted (`unmatched`) and not scored. An edit that writes over filler, or draws filler of the
+synth length, is first evened to the model-token length of what it replaces (`fill`, in
+`probes.engine.bridge_fill`).
 
-Distances are the model's: the fact probes' bins hold distances in model tokens, and
-`fit_distance` draws each pair's synth distance so that its distance in model tokens lands in
-the bin (a running ratio of model to synth tokens, corrected per attempt).
+Distances are the model's: the probes' bins hold distances in model tokens, and `fit` draws
+each pair's synth distance so that its distance in model tokens lands in the bin (a running
+ratio of model to synth tokens, corrected per attempt); `fit_distance` does it for paired jobs.
+Lengths a probe states outside its bins (a lead, a depth) are converted with `synth_tokens`.
 """
 
 from __future__ import annotations
@@ -46,6 +49,39 @@ class Bridge:
         self.eod = eod
         self.ratio = 1.0  # model tokens per synth token, a running estimate
         self._seen = [0, 0]
+        self._lengths: np.ndarray | None = None
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """The model tokens of each synth word on its own (its word with one leading space), an
+        estimate of its tokens in context: exact for a tokenizer that never merges across a word
+        boundary, and only ever a proposal — every pair is rendered and checked as a whole."""
+        if self._lengths is None:
+            try:
+                r = render(self.tokenizer, [Piece(w, 0) for w in self.words])
+                self._lengths = (r.spans[:, 1] - r.spans[:, 0]).astype(np.int64)
+            except Misaligned:
+                self._lengths = np.array(
+                    [len(self.tokenizer.encode(w)[0]) for w in self.words], dtype=np.int64
+                )
+        return self._lengths
+
+    @property
+    def filler_ratio(self) -> float:
+        """Model tokens per filler word, on average over the language's filler words."""
+        filler = self.lengths[self.lang.filler_tokens(np.arange(self.lang.grammar.n_words))]
+        return max(float(filler.mean()), 1.0)
+
+    def synth_tokens(self, model_tokens: int, minimum: int = 1) -> int:
+        """About how many synth tokens of filler make `model_tokens` model tokens."""
+        return max(minimum, round(model_tokens / self.filler_ratio))
+
+    def fill(self, pair: Pair, rng, topic: int | None = None, protect=()) -> Pair:
+        """The pair with its edit evened to the model-token length of what it replaces
+        (`probes.engine.bridge_fill.fill`; Unmatched when it cannot be)."""
+        from probes.engine.bridge_fill import fill
+
+        return fill(self, pair, rng, topic=topic, protect=protect)
 
     # ------------------------------------------------------------------ texts
 
@@ -132,26 +168,36 @@ class Bridge:
         bt, vt = self.positions(rb, job.base_targets), self.positions(rv, job.variant_targets)
         alt = None
         if job.alt is not None:
-            tokens = job.pair.base.tokens.copy()
-            tokens[job.base_targets] = np.asarray(job.alt, dtype=np.int64)
-            try:
-                ra = self.render(job.pair.base.replace(tokens=tokens))
-            except Misaligned as e:
-                raise Unmatched(str(e)) from None
-            if mismatch(rb, ra, [Span(int(bt[0]), int(bt[-1]) + 1)]) is not None:
-                raise Unmatched("the contrast value does not fit the answer's tokens")
-            alt = tuple(int(t) for t in ra.tokens[bt])
+            alt = self.alternative(job.pair.base, rb, job.base_targets, job.alt)
         check = None if job.check_targets is None else self.positions(rb, job.check_targets)
+        # the fact's last token, in the text that states it (an inserted fact: the variant's)
+        b, v, fe = job.pair.base, job.pair.variant, job.fact_end
+        inserted = job.pair.preserves_length and b.filler_mask()[fe] and not v.filler_mask()[fe]
+        stated = rv if inserted else rb
         return dataclasses.replace(
             job,
             pair=pair,
             base_targets=bt,
             variant_targets=vt,
-            fact_end=int(rb.spans[job.fact_end, 1]) - 1,
+            fact_end=int(stated.spans[fe, 1]) - 1,
             alt=alt,
             info={**job.info, "synth_distance": job.distance},
             check_targets=check,
         )
+
+    def alternative(self, ex: Example, r: Rendered, positions, alt) -> tuple[int, ...]:
+        """The model tokens of `alt` written at synth `positions` of `ex` (rendered `r`):
+        Unmatched unless they take exactly the tokens of what stood there, nothing else moving."""
+        tokens = ex.tokens.copy()
+        tokens[np.asarray(positions, dtype=np.int64)] = np.asarray(alt, dtype=np.int64)
+        try:
+            ra = self.render(ex.replace(tokens=tokens))
+        except Misaligned as e:
+            raise Unmatched(str(e)) from None
+        mapped = self.positions(r, positions)
+        if mismatch(r, ra, [Span(int(mapped[0]), int(mapped[-1]) + 1)]) is not None:
+            raise Unmatched("the contrast value does not fit the answer's tokens")
+        return tuple(int(t) for t in ra.tokens[mapped])
 
     # ------------------------------------------------------------------ distances
 
@@ -160,32 +206,55 @@ class Bridge:
         self._seen[1] += model
         self.ratio = max(self._seen[1] / max(self._seen[0], 1), 1e-3)
 
-    def fit_distance(
-        self, make: Callable[[int], Callable[[], Job]], lo: int, hi: int, target: int, minimum: int
-    ) -> Job | None:
-        """A job whose distance in model tokens lies in the bin [lo, hi] (both ends included, as
-        the bins' draws are). `make(d)` draws a base at synth distance d and returns the
-        function that draws an edit of it (a replacement value, say): up to EDIT_DRAWS edits
-        are tried on a base until one keeps base and variant aligned, then the base's distance
-        is corrected toward `target` (None after FIT_ATTEMPTS bases)."""
+    def fit(self, make: Callable[[int], Callable[[], tuple]], lo: int, hi: int, target: int,
+            minimum: int):  # fmt: skip
+        """Something drawn at a synth distance whose distance in model tokens lies in the bin
+        [lo, hi] (both ends included, as the bins' draws are). `make(d)` draws a base at synth
+        distance d and returns the function that draws an edit of it (a replacement value,
+        say) and maps it, returning (mapped, synth distance, model distance) or raising
+        Unmatched: up to EDIT_DRAWS edits are tried on a base until one maps, then the base's
+        distance is corrected toward `target` (None after FIT_ATTEMPTS bases)."""
         d = max(minimum, round(target / self.ratio))
         for _ in range(FIT_ATTEMPTS):
             draw = make(d)
             for _ in range(EDIT_DRAWS):
-                synth_job = draw()
                 try:
-                    job = self.job(synth_job)
+                    mapped, synth, got = draw()
                     break
                 except Unmatched:
                     continue
             else:
                 continue  # no edit of this base fits: another base
-            got = job.distance
-            self.observe(synth_job.distance, got)
+            self.observe(synth, got)
             if lo <= got <= hi:
-                return job
+                return mapped
             d = max(minimum, d + round((target - got) / self.ratio))
         return None
+
+    def fit_distance(
+        self, make: Callable[[int], Callable[[], Job | list[Job]]], lo: int, hi: int, target: int,
+        minimum: int,
+    ) -> Job | list[Job] | None:  # fmt: skip
+        """`fit` for paired jobs: `make(d)` returns the function drawing a Job of a base at
+        synth distance d, or a list of Jobs of that one base (variants that share it, and its
+        distance: every one must map); they come back mapped (None: unmatched)."""
+
+        def mapped(d: int):
+            draw = make(d)
+
+            def go():
+                drawn = draw()
+                jobs = drawn if isinstance(drawn, list) else [drawn]
+                out = [self.job(j) for j in jobs]
+                return (
+                    (out if isinstance(drawn, list) else out[0]),
+                    jobs[0].distance,
+                    out[0].distance,
+                )
+
+            return go
+
+        return self.fit(mapped, lo, hi, target, minimum)
 
     def record(self) -> dict:
         return {"model_tokens_per_synth_token": round(self.ratio, 4)}

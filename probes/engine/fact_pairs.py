@@ -166,8 +166,8 @@ def plan_by_distance(probe, ctx: RunContext, edit, alt=None, text_edit=None) -> 
     example per pair (`probe.params.distance` / `.lead`), `edit(base, rng)` makes its pair;
     `alt(pair)`, if given, is the contrast answer. On real text (`--haystack`) the base is a
     `synth.text.facts.fact_text` and `text_edit(world, rng, base)` makes the pair; through the
-    tokenizer bridge every pair is mapped to the model's tokens, its distance fitted into its
-    bin (`probes.engine.bridge`). A pair that cannot be matched is counted in `ctx.unmatched`."""
+    tokenizer bridge every pair is evened (`Bridge.fill`) and mapped to the model's tokens, its
+    distance fitted into its bin (`probes.engine.bridge`). A pair that cannot be matched is counted in `ctx.unmatched`."""
     from synth import rng as rnd
 
     bins = distance_bins(probe.params.distance, ctx)
@@ -183,6 +183,8 @@ def plan_by_distance(probe, ctx: RunContext, edit, alt=None, text_edit=None) -> 
 
             def draw() -> Job:
                 pair = edit(base, rng)
+                if ctx.bridge is not None:  # an edit over filler: evened to its model tokens
+                    pair = ctx.bridge.fill(pair, rng)
                 job_alt = None if alt is None else alt(pair)
                 return answer_job(g, pair, base, {"lead": lead}, alt=job_alt)
 

@@ -9,6 +9,14 @@ that every fact precedes the block of queries); filler tokens of the window, eve
 the `ordinary` targets (local grammar and topic). Every scored token has at least `max_context` tokens of its own document before it, so
 truncating its history to c ≤ max_context tokens is exact truncation, never the document start.
 
+Through the tokenizer bridge (a model with its own tokenizer) a text is drawn in synth words and
+mapped to the model's tokens (`bridged`): the facts' distances are drawn in model tokens and
+converted to synth words (`Bridge.synth_tokens`), the window is the model tokens of its words,
+the answer targets every model token of the answers, the ordinary targets evenly spaced among
+the model tokens of the window's filler, each answer token's distance measured in model tokens.
+The lead still has `max_context` synth words, so at least as many model tokens; texts are
+padded to one length after their last scored token (`padded`).
+
 `truncated(model, texts, c)`: every target predicted from exactly c previous tokens (the
 recompute evaluator with window c, via the LossModel's `score_window`); `streaming(model, texts,
 geometry, c)`: the streaming evaluator with mem_len c (which sees further through layered reach).
@@ -104,6 +112,9 @@ def make_texts(
         try:
             if ctx.text is not None:
                 ex = fact_text(ctx.text, rng, dists, length=length, lead=8)
+            elif ctx.bridge is not None:
+                synth = [ctx.bridge.synth_tokens(d, lo) for d in dists]
+                ex = make_example(ctx.lang, rng, synth, length=length, lead=8)
             else:
                 ex = make_example(ctx.lang, rng, dists, length=length, lead=8)
         except Misaligned:
@@ -112,6 +123,12 @@ def make_texts(
         except ValueError as e:
             raise ProbeInputError(f"cannot build a sweep text: {e}") from None
         start = length - window
+        if ctx.bridge is not None:
+            try:
+                texts.append(bridged(ctx.bridge, ex, start, ordinary_k))
+            except Misaligned:
+                ctx.unmatched += 1
+            continue
         keep = ex.targets >= start
         answer = ex.targets[keep]
         dist = np.concatenate([ex.distance(q) + np.arange(len(q.answer)) for q in ex.queries])
@@ -123,7 +140,41 @@ def make_texts(
             ordinary = ordinary[pick]
         texts.append(SweepText(ex.tokens, ex.doc_ids, answer, ordinary, dist))
     ctx.require_matched("context-sweep", len(texts))
-    return texts
+    return texts if ctx.bridge is None else padded(texts, ctx.pad_id)
+
+
+def padded(texts: list[SweepText], pad: int) -> list[SweepText]:
+    """Texts of one length: each bridged text ends in pad tokens (a document of their own, after
+    every scored token, so no score depends on them)."""
+    n = max(len(t.tokens) for t in texts)
+    out = []
+    for t in texts:
+        k = n - len(t.tokens)
+        tokens = np.r_[t.tokens, np.full(k, pad, dtype=np.int64)]
+        docs = np.r_[t.doc_ids, np.full(k, int(t.doc_ids[-1]) + 1, dtype=np.int64)]
+        out.append(replace(t, tokens=tokens, doc_ids=docs))
+    return out
+
+
+def bridged(bridge, ex, start: int, ordinary_k: int) -> SweepText:
+    """A synth sweep text in the model's tokens (module docstring); `start`: the synth position
+    of the window's first word."""
+    r = bridge.render(ex)
+    answer, dist = [], []
+    for q in ex.queries:
+        if q.answer.start < start:
+            continue
+        tokens = bridge.positions(r, q.answer.indices())
+        end = int(r.spans[ex.facts[q.fact].span.end - 1, 1]) - 1  # the fact's last model token
+        answer.append(tokens)
+        dist.append(tokens - end)
+    filler = np.flatnonzero(ex.filler_mask())
+    ordinary = bridge.positions(r, filler[filler >= start])
+    if 0 < ordinary_k < len(ordinary):
+        pick = np.unique(np.linspace(0, len(ordinary) - 1, ordinary_k).round().astype(int))
+        ordinary = ordinary[pick]
+    cat = np.concatenate
+    return SweepText(r.tokens, r.doc_ids, cat(answer), ordinary, cat(dist))
 
 
 def _rows(texts: list[SweepText]):

@@ -17,6 +17,10 @@ With `--haystack` the texts are real text (`synth.text.facts.fact_text`): Englis
 queries in haystack filler, the ordinary targets haystack words; `--window` must hold the
 queries (about 40 tokens each under a small BPE; its default there makes room for them).
 
+Through the tokenizer bridge (a model with its own tokenizer) the texts are synth texts mapped
+to the model's tokens (`probes.engine.sweep.bridged`): contexts, distances and the window's
+scored tokens are model tokens; `--window` counts synth words there.
+
 Effective context (`effective_context`, per token set answer | ordinary | all): the smallest c of
 the sweep whose perplexity is within 1 % of the perplexity at the largest c,
 (e^{L(c)} − e^{L(max)}) / e^{L(c)} < 0.01, L = the mean over texts of the text means; with a 95 %
@@ -86,6 +90,7 @@ class ContextSweep(Probe):
     default_n = 16
     quick_n = 4
     supports_haystack = True  # real text: fact documents in haystack filler
+    supports_bridge = True  # synth texts mapped to the model's tokens (probes.engine.sweep)
     columns = (
         Column("c", "c", identifies=True),
         Column("n", "n"),

@@ -39,6 +39,13 @@ the same tokens, so --reset/--carry is refused (exit 2); `metrics.policies` name
 With `--haystack` all three are real text (`synth.text.contexts`): English facts and queries in
 haystack filler, A's value of B's value's token length, the foreign document haystack text.
 
+Through the tokenizer bridge (a model with its own tokenizer) the texts are synth texts mapped
+to the model's tokens: the foreign document's filler is evened to A's model tokens (B's tokens
+then sit at the same positions after either), V′ must take V's tokens, the distance bins are in
+model tokens (each pair's synth gap fitted into its bin), `--b-distance` is about as many model
+tokens (`Bridge.synth_tokens`; default 16 synth words) and `--first` counts B's first model
+tokens; pairs that cannot be mapped are counted as unmatched.
+
 Default n = 24 pairs per bin: with the 3–4 auto bins per family the rule detects (80 % power)
 0.70–0.73 sd of the per-pair deltas (`mdd80` reports it in nats); stale state worth reporting moves
 B's answer by a sizeable fraction of the retrieval effect (nats). --quick uses 6.
@@ -111,12 +118,15 @@ class CrossDoc(Probe):
     )
     runs_every_policy = True
     supports_haystack = True  # real text: synth.text.contexts.cross_document
+    supports_bridge = True  # the foreign document evened to A's model tokens
 
     def plan(self, ctx: RunContext) -> None:
         from probes.protocol import horizon
 
         p = self.params
         self.b_distance = p.b_distance or (ctx.text.min_distance if ctx.text else 16)
+        if ctx.bridge is not None:
+            self.b_distance = ctx.bridge.synth_tokens(p.b_distance, 6) if p.b_distance else 16
         self.reset_geometry = replace(ctx.geometry, reset=True)
         self.carry_geometry = replace(ctx.geometry, reset=False)
         self.carry_horizon = horizon(ctx.model, self.carry_geometry)
@@ -131,16 +141,25 @@ class CrossDoc(Probe):
         # real text: a fact's tokens), then b_distance
         fact = len(ctx.text.fact(0, 0, 0)) if ctx.text else FACT_VALUE_OFFSET + 2
         offset = B_LEAD + fact + self.b_distance
+        if ctx.bridge is not None:  # in model tokens
+            offset = round(offset * ctx.bridge.filler_ratio)
         bins = parse_ranges(p.distance) or gap_bins(self.carry_horizon, offset)
         self.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
         drawn = [
-            self._pair(ctx, rng, g, gap) for g, rng, gap in draws_per_bin(self.name, ctx, bins)
+            self._pair(ctx, rng, g, gap)
+            if ctx.bridge is None
+            else ctx.bridge.fit(
+                lambda d, rng=rng, g=g: self._bridged(ctx, rng, g, d), *bins[g], gap, 1
+            )
+            for g, rng, gap in draws_per_bin(self.name, ctx, bins)
         ]
         self.pairs = [pr for pr in drawn if pr is not None]  # None: not aligned in the tokenizer
         ctx.unmatched += len(drawn) - len(self.pairs)
         ctx.require_matched(self.name, len(self.pairs))
 
-    def _pair(self, ctx: RunContext, rng, group: int, gap: int) -> dict[str, Any] | None:
+    def _pair(self, ctx: RunContext, rng, group: int, gap: int, unmapped: bool = False):
+        """The pair's arrays at `gap` (None: not aligned in the tokenizer); `unmapped`: the
+        synth texts and how many of B's last tokens the beyond-reach check takes."""
         from synth.edits.boundary import cross_document, extend_b
         from synth.text import contexts
         from synth.text.render import Misaligned
@@ -159,6 +178,8 @@ class CrossDoc(Probe):
             return None
         except ValueError as e:
             raise ProbeInputError(f"--b-distance {self.b_distance}: {e}") from None
+        if unmapped:
+            return texts, n_check
         a_b = texts.conflict
         return {
             "group": group,
@@ -173,6 +194,46 @@ class CrossDoc(Probe):
             "stale": np.array(texts.stale, dtype=np.int64),
             "check": np.arange(len(a_b) - n_check, len(a_b)),  # B's last filler: past A's reach
         }
+
+    def _bridged(self, ctx: RunContext, rng, group: int, gap: int):
+        """The draw of a pair at synth gap `gap` in the model's tokens: (pair, synth gap, gap)."""
+        from probes.engine.bridge import Unmatched
+        from synth.example import Pair
+
+        bridge = ctx.bridge
+
+        def draw():
+            pr = self._pair(ctx, rng, group, gap, unmapped=True)
+            if pr is None:
+                raise Unmatched("the texts do not tokenize word by word")
+            texts, n_check = pr
+            conf, len_a = texts.conflict, texts.len_a
+            alignment = np.arange(len(conf), dtype=np.int64)
+            alignment[1:len_a] = -1  # the foreign document's filler
+            pair = bridge.fill(Pair(conf, texts.foreign, alignment), rng)
+            mapped, rc, _ = bridge.pair(pair)
+            answer = conf.queries[0].answer.indices()
+            stale = bridge.alternative(conf, rc, answer, texts.stale)
+            a = int(rc.spans[len_a, 0])  # B's <eod> in model tokens
+            end = int(rc.spans[texts.fact_end, 1]) - 1
+            n = len(conf)
+            out = {
+                "group": group,
+                "gap": a - end,
+                "synth_gap": gap,
+                "fact_end": end,
+                "len_a": a,
+                "conf": mapped.base.tokens,
+                "foreign": mapped.variant.tokens,
+                "doc_ids": mapped.base.doc_ids,
+                "answer": bridge.positions(rc, answer),
+                "first": a + 1 + np.arange(self.params.first),
+                "stale": np.array(stale, dtype=np.int64),
+                "check": bridge.positions(rc, np.arange(n - n_check, n)),
+            }
+            return out, texts.len_a - texts.fact_end, a - end
+
+        return draw
 
     def execute(self, ctx: RunContext) -> Outcome:
         order = sorted(range(len(self.pairs)), key=lambda i: len(self.pairs[i]["conf"]))

@@ -17,6 +17,13 @@ language, and synth never states a value twice; larger k are listed in `skipped_
 i), so cells compare like with like. The distance defaults to one bin inside the direct window
 (where the model can read the fact at all) with room for the largest k.
 
+Through the tokenizer bridge (a model with its own tokenizer) the distance is in model tokens
+(each base's synth distance fitted into the range) and a base is kept only when every cell's
+variant of it maps to the model's tokens (the filler right after each statement redrawn so that
+the statement and it take the tokens of the filler they overwrite, `probes.engine.bridge_fill`):
+the cells still share their bases; a base that does not map is counted once per cell as
+unmatched.
+
 Default n = 24 pairs per cell: with the 7 default cells and Holm the rule detects (80 % power)
 0.78 sd of the per-pair deltas per cell (`mdd80` reports it in nats). Interference worth
 reporting costs a large fraction of the retrieval effect (nats), well above that.
@@ -94,6 +101,7 @@ class Distractor(PairedProbe):
 
     default_n = 24
     quick_n = 6
+    supports_bridge = True  # every cell's variant of a base mapped, statements evened by filler
     finding = "distractors interfere"
     columns = (
         DISTANCE,
@@ -135,30 +143,54 @@ class Distractor(PairedProbe):
         # the answers all see the distractors: filler past their reach gives beyond_reach_zero
         # tokens to check
         tail, n_check = check_tail(ctx)
-        bases = []
-        for _ in range(ctx.n):
-            d = rnd.randrange(rng, lo, hi)
-            lead = rnd.randrange(rng, lead_lo, lead_hi)
-            bases.append((base_example(ctx, rng, d, lead, tail=tail), lead))
-        self.groups, self.jobs = [], []
-        self.skipped = []
+        self.groups, self.skipped, cells = [], [], []
         for kind in kinds:
             for k in ks:
                 if kind == "near_miss" and k > NEAR_MISS_MAX:
                     self.skipped.append({"kind": kind, "k": k, "why": NEAR_MISS_WHY})
                     continue
-                g = len(self.groups)
+                cells.append((len(self.groups), kind, k, ctx.rng(self.name, kind, k)))
                 self.groups.append({"distance_lo": lo, "distance_hi": hi, "kind": kind, "k": k})
-                erng = ctx.rng(self.name, kind, k)
-                for b_id, (base, lead) in enumerate(bases):
+
+        def cells_of(d: int, lead: int, b_id: int):
+            """A clean base at `d`, and the function drawing its variant in every cell."""
+            base = base_example(ctx, rng, d, lead, tail=tail)
+
+            def draw() -> list:
+                jobs = []
+                for g, kind, k, erng in cells:
                     try:
                         pair = distract(base, erng, ctx.lang, query=0, k=k, kind=kind)
                     except ValueError as e:
                         raise ProbeInputError(f"distractor {kind} k={k}: {e}") from None
+                    if ctx.bridge is not None:
+                        pair = ctx.bridge.fill(pair, erng)
                     info = {"kind": kind, "k": k, "lead": lead, "base": b_id}
                     job = answer_job(g, pair, base, info, base_id=b_id, value_len=False)
                     job.check_targets = np.arange(len(base) - n_check, len(base))
-                    self.jobs.append(job)
+                    jobs.append(job)
+                return jobs
+
+            return draw
+
+        drawn = []  # per base: its job in every cell
+        for _ in range(ctx.n):
+            d = rnd.randrange(rng, lo, hi)
+            lead = rnd.randrange(rng, lead_lo, lead_hi)
+            b_id = len(drawn)
+            if ctx.bridge is None:
+                drawn.append(cells_of(d, lead, b_id)())
+                continue
+            need = MAX_FACT_TOKENS * (max(ks) + 1) + 8  # the statements' room, in synth tokens
+            jobs = ctx.bridge.fit_distance(
+                lambda d, lead=lead, b_id=b_id: cells_of(d, lead, b_id), lo, hi, d, need
+            )
+            if jobs is None:
+                ctx.unmatched += len(cells)
+            else:
+                drawn.append(jobs)
+        self.jobs = [jobs[c] for c in range(len(cells)) for jobs in drawn]  # cell by cell
+        ctx.require_matched(self.name, len(self.jobs))
 
     def extra_metrics(self, ctx, records, bins) -> dict:
         return {"skipped_cells": self.skipped}

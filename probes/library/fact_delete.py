@@ -19,7 +19,10 @@ one), while a delta that shows in fact-delete and not in fact-swap is the model 
 not the value. Read them side by side.
 
 With `--haystack` (real text) the fact becomes a haystack run of exactly its length (`--fill`
-only).
+only). Through the tokenizer bridge (a model with its own tokenizer) the same-length filler is
+evened to the fact's length in model tokens (`probes.engine.bridge_fill`: filler words redrawn
+until their tokens add up to the fact's), so nothing after it moves; `--no-fill` cuts the fact's
+words out and the alignment maps every later word's tokens.
 
 Default n = 24 pairs per bin (the same reasoning as fact-swap: with 4 bins and Holm the rule
 detects 0.73 sd of the per-pair deltas at 80 % power; `mdd80` per bin reports it in nats).
@@ -51,9 +54,10 @@ class FactDelete(PairedProbe):
 
     default_n = 24
     quick_n = 6
-    # real text: the fact becomes a haystack run of its length; not through the tokenizer
-    # bridge: synth filler of the fact's synth length almost never has its model-token length
+    # real text: the fact becomes a haystack run of its length; through the tokenizer bridge the
+    # filler is evened to the fact's model-token length (--no-fill: later tokens move up)
     supports_haystack = True
+    supports_bridge = True
     finding = "the fact's presence helps the answer"
     columns = PAIRED
     delta_doc = "mean over answer tokens of NLL(variant: fact deleted) − NLL(base), nats"

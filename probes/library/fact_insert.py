@@ -13,6 +13,12 @@ memory is already taken by the document when it arrives).
 Outputs a heatmap (depth × distance) of the mean delta (`insert_heatmap.png`; * = significant)
 beside the usual delta-by-distance plot (one line per depth).
 
+Through the tokenizer bridge (a model with its own tokenizer) the distance bins are in model
+tokens (each pair's synth distance fitted into its bin), the fact and the filler right after it
+take the model tokens of the filler they overwrite (`probes.engine.bridge_fill`), and a depth is
+about as many model tokens of filler (`Bridge.synth_tokens`; each pair records its realised
+`depth_tokens`); pairs that cannot be mapped are counted as unmatched.
+
 Default n = 16 pairs per cell: a 4 × 3 grid is 12 cells (the costliest probe: every depth adds
 its haystack), Holm runs over all 12, and the rule then detects (80 % power) 1.06 sd of the
 per-pair deltas per cell (`mdd80` reports it in nats); a model that reads an inserted fact moves
@@ -24,7 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from probes.engine.fact_pairs import DistanceParams, answer_job, base_example, distance_bins
+from probes.engine.fact_pairs import (
+    DistanceParams,
+    answer_job,
+    base_example,
+    distance_bins,
+    min_distance,
+)
 from probes.engine.paired import PairedProbe
 from probes.framework.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
 from probes.framework.params import increasing_ints, param
@@ -60,6 +72,7 @@ class FactInsert(PairedProbe):
 
     default_n = 16
     quick_n = 4
+    supports_bridge = True  # the inserted fact evened to the filler it overwrites
     finding = "the inserted fact helps"
     columns = (
         DISTANCE,
@@ -86,12 +99,33 @@ class FactInsert(PairedProbe):
                 g = len(self.groups)
                 self.groups.append({"distance_lo": lo, "distance_hi": hi, "depth": depth})
                 rng = ctx.rng(self.name, lo, hi, depth)
+                lead = depth if ctx.bridge is None else ctx.bridge.synth_tokens(depth)
                 for _ in range(ctx.n):
                     d = rnd.randrange(rng, lo, hi)
-                    base = base_example(ctx, rng, d, depth, supported=False)
-                    pair = insert(base, rng, ctx.lang, distance=d, query=0)
-                    info = {"depth": depth}
-                    self.jobs.append(answer_job(g, pair, pair.variant, info, sign=-1))
+
+                    def inserts_of(d: int, rng=rng, g=g, lead=lead, depth=depth):
+                        """A base without the fact, and the function inserting it."""
+                        base = base_example(ctx, rng, d, lead, supported=False)
+
+                        def draw():
+                            pair = insert(base, rng, ctx.lang, distance=d, query=0)
+                            if ctx.bridge is not None:
+                                pair = ctx.bridge.fill(pair, rng)
+                            return answer_job(g, pair, pair.variant, {"depth": depth}, sign=-1)
+
+                        return draw
+
+                    if ctx.bridge is None:
+                        self.jobs.append(inserts_of(d)())
+                        continue
+                    job = ctx.bridge.fit_distance(inserts_of, lo, hi, d, min_distance(ctx))
+                    if job is None:
+                        ctx.unmatched += 1
+                        continue
+                    fact = job.pair.variant.facts[job.pair.variant.queries[0].fact]
+                    job.info["depth_tokens"] = int(fact.span.start)
+                    self.jobs.append(job)
+        ctx.require_matched(self.name, len(self.jobs))
 
     def extra_metrics(self, ctx, records, bins) -> dict:
         depths = sorted({b["depth"] for b in bins})

@@ -23,6 +23,11 @@ each with its 95 % t interval and exact signed-rank p, over all pairs and over t
 lies in the first answer token's direct window (`within_horizon`; `probe diagnose` shows keyed
 lookup and copy from there). Bins: distance × variant, Holm across all of them.
 
+Through the tokenizer bridge (a model with its own tokenizer) a base is kept only when all three
+of its variants map to the model's tokens (the other entity and B of their words' token
+lengths, the deleted fact's filler evened to its model tokens), its distance fitted into its bin
+in model tokens; the others are counted as unmatched.
+
 Default n = 24 bases per distance bin (three pairs each, scored on one shared base): as in
 fact-swap, the rule then detects about 0.75 sd of the per-pair deltas per bin.
 """
@@ -41,6 +46,7 @@ from probes.engine.fact_pairs import (
     distance_bins,
     draws_per_bin,
     lead_range,
+    min_distance,
 )
 from probes.engine.paired import PairedProbe
 from probes.framework.declarations import PAIRED, Column, signed
@@ -55,6 +61,7 @@ class FactRebind(PairedProbe):
     """Keyed lookup vs copy: the fact's value kept but rebound, deleted, or swapped."""
 
     Params = FactParams  # distance bins and the fact's lead, nothing of its own
+    supports_bridge = True  # a base with all three variants mapped
 
     default_n = 24
     quick_n = 6
@@ -82,13 +89,35 @@ class FactRebind(PairedProbe):
         self.jobs = []
         for b, rng, d in draws_per_bin(self.name, ctx, bins):
             lead = rnd.randrange(rng, lead_lo, lead_hi)
-            base = base_example(ctx, rng, d, lead)
             base_id = len(self.jobs) // len(VARIANTS)
-            for i, v in enumerate(VARIANTS):
-                info = {"variant": v, "base": base_id, "lead": lead}
-                pair = edits[v](base, rng)
-                g = b * len(VARIANTS) + i
-                self.jobs.append(answer_job(g, pair, base, info, base_id=base_id))
+
+            def variants_of(distance: int, rng=rng, b=b, lead=lead, base_id=base_id):
+                """A base at `distance`, and the function drawing its three variants."""
+                base = base_example(ctx, rng, distance, lead)
+
+                def draw() -> list:
+                    jobs = []
+                    for i, v in enumerate(VARIANTS):
+                        info = {"variant": v, "base": base_id, "lead": lead}
+                        pair = edits[v](base, rng)
+                        if ctx.bridge is not None:
+                            pair = ctx.bridge.fill(pair, rng)
+                        g = b * len(VARIANTS) + i
+                        jobs.append(answer_job(g, pair, base, info, base_id=base_id))
+                    return jobs
+
+                return draw
+
+            if ctx.bridge is None:
+                self.jobs += variants_of(d)()
+                continue
+            lo, hi = bins[b]
+            jobs = ctx.bridge.fit_distance(variants_of, lo, hi, d, min_distance(ctx))
+            if jobs is None:
+                ctx.unmatched += len(VARIANTS)  # the base's three pairs
+            else:
+                self.jobs += jobs
+        ctx.require_matched(self.name, len(self.jobs))
 
     def primary(self, group: dict) -> bool:
         return group["variant"] == "rebind"  # the headline delta: keyed lookup

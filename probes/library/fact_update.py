@@ -17,6 +17,12 @@ nowhere: the prior), and `stale_share_shift` = stale_share − its base value pe
 contrast log p(B) − log p(A) (contrast_base / contrast_variant, as in fact-swap, with B the answer
 and A the alternative) cancels value priors.
 
+Through the tokenizer bridge (a model with its own tokenizer) the distance bins are in model
+tokens (each pair's synth distance fitted into its bin), `--answer-distance` is converted to
+about as many synth words' worth (`Bridge.synth_tokens`; each pair records the realised
+`answer_distance` and `gap` in model tokens), B must take A's model tokens and the base's filler
+is evened to the stale statement's model tokens; pairs that cannot be are counted as unmatched.
+
 Default n = 24 pairs per bin (the auto bins are fact-swap's: with 3–4 bins and Holm the rule
 detects 0.70–0.73 sd of the per-pair deltas, `mdd80` in nats); the shares are proportions whose
 CIs at n = 24 are about ±0.1 for a per-pair sd of 0.25. --quick uses 6.
@@ -66,6 +72,7 @@ class FactUpdate(PairedProbe):
 
     default_n = 24
     quick_n = 6
+    supports_bridge = True  # B of A's model tokens, the base's filler evened to the statement's
     finding = "the stale statement interferes with the update"
     columns = (
         *PAIRED,
@@ -106,25 +113,60 @@ class FactUpdate(PairedProbe):
             for lo, hi in fixed
         ]
         self.jobs = []
+        bridge = ctx.bridge
+        ad = p.answer_distance if bridge is None else bridge.synth_tokens(p.answer_distance, 6)
         for g, rng, d in draws_per_bin(self.name, ctx, fixed):
             lead = rnd.randrange(rng, lead_lo, lead_hi)
-            self.jobs.append(self._job(ctx, rng, g, d, lead))
+            if bridge is None:
+                self.jobs.append(self._job(ctx, rng, g, d, lead, ad)())
+                continue
 
-    def _job(self, ctx: RunContext, rng, group: int, distance: int, lead: int) -> Job:
-        from synth.edits import delete, update
+            def updates_of(distance: int, rng=rng, g=g, lead=lead):
+                return self._job(ctx, rng, g, distance, lead, ad)
+
+            lo, hi = fixed[g]
+            job = bridge.fit_distance(updates_of, lo, hi, d, ad + MAX_FACT_TOKENS + 1)
+            if job is None:
+                ctx.unmatched += 1
+                continue
+            real = int(job.base_targets[0]) - self._update_end(job)
+            job.info.update(answer_distance=real, gap=job.distance - real)
+            self.jobs.append(job)
+        ctx.require_matched(self.name, len(self.jobs))
+
+    @staticmethod
+    def _update_end(job: Job) -> int:
+        """The model position of the update's last token (the fact before the query)."""
+        v = job.pair.variant
+        q = v.queries[0]
+        return int(v.facts[q.fact].span.end) - 1
+
+    def _job(self, ctx: RunContext, rng, group: int, distance: int, lead: int, ad: int):
+        """A base at `distance` (the update `ad` synth tokens before the answer), and the
+        function drawing its update (the new value B, the filler over the stale statement)."""
         from synth.generate import make_example
 
-        ad = self.params.answer_distance
         try:
             base0 = make_example(ctx.lang, rng, [distance], lead=lead)
-            upd = update(base0, rng, ctx.lang, distance=ad, answer="new")
         except ValueError as e:
             raise ProbeInputError(f"cannot build an update at distance {distance}: {e}") from None
+        return lambda: self._draw(ctx, rng, group, base0, lead, ad)
+
+    def _draw(self, ctx: RunContext, rng, group: int, base0, lead: int, ad: int) -> Job:
+        from synth.edits import delete, update
+
+        try:
+            upd = update(base0, rng, ctx.lang, distance=ad, answer="new")
+        except ValueError as e:
+            raise ProbeInputError(f"cannot build an update at distance {len(base0)}: {e}") from None
         stale, k = upd.variant, int(upd.meta["stale_fact"])
         old = stale.facts[k]
         # base: the stale statement overwritten by neutral filler (nothing moves); variant: stale
         meta = {"edit": "fact-update", "stale": [old.span.start, old.span.end]}
-        pair = delete(stale, rng, ctx.lang, fact=k).reversed(meta)
+        deleted = delete(stale, rng, ctx.lang, fact=k)
+        if ctx.bridge is not None:
+            deleted = ctx.bridge.fill(deleted, rng)
+        pair = deleted.reversed(meta)
         bt, vt = pair.aligned_targets()
         return Job(
             group=group,
@@ -134,7 +176,7 @@ class FactUpdate(PairedProbe):
             fact_end=old.span.end - 1,
             sign=1,
             alt=tuple(old.value),
-            info={"lead": lead, "gap": distance - ad, "value_len": len(bt)},
+            info={"lead": lead, "gap": base0.distance(0) - ad, "value_len": len(bt)},
         )
 
     def record_fields(self, r: dict) -> dict:

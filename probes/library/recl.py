@@ -26,6 +26,10 @@ Metrics: `recl` (model → r → {recl, ci95, censored}), `delta`, `start`, `con
 the mean loss of each model at each c (`loss`). Bins: one per (model, r). Plot: `recl_gain.png`,
 g_i(c) for r = the smallest of the set, with the 1 % threshold.
 
+Through the tokenizer bridge (a group reading one tokenizer of its own) the texts are synth
+texts mapped to its tokens, as context-sweep's are (`probes.engine.sweep.bridged`): contexts and
+Δ are model tokens.
+
 Default n = 8 texts, each with about 22 targets (its answer tokens and `--ordinary` 16 filler
 tokens, evenly spaced over its last `--window` tokens): RECL needs every model at every c for
 every target (one window of c tokens each), the costliest probe — about 2 minutes for the
@@ -120,6 +124,7 @@ class RECL(Probe):
         Column("RECL 95% CI", "recl_ci95", "span"),
     )
     model_group = True
+    supports_bridge = True  # sweep texts mapped to the group's own tokenizer (probes.engine.sweep)
 
     def plan(self, ctx: RunContext) -> None:
         from probes.engine.sweep import make_texts, require_window

@@ -21,7 +21,9 @@ not checks: nothing here fails a run.
 Metrics: `lengths`, per length (bins) `attn_len`, `mem_len`, `cached_ms_per_token`,
 `recompute_ms_per_token`, `ratio`, `ratio_range`; `ratio_at_max` (the ratio at the largest L).
 Plot: `speed.png`, ms per token vs L for both (log scale). `n` is unused (the text is filler;
-its content does not change the time).
+its content does not change the time). Through the tokenizer bridge (a model with its own
+tokenizer) the filler is rendered in the model's tokens and cut to the same length, so times
+are per model token.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class Speed(Probe):
 
     default_n = 1
     quick_n = 1
+    supports_bridge = True  # filler in the model's tokens (its content does not change the time)
     columns = (
         Column("attn len", "attn_len", identifies=True),
         Column("cached ms/tok", "cached_ms_per_token", "f4"),
@@ -99,6 +102,11 @@ class Speed(Probe):
         rng = ctx.rng(self.name, length)
         body = local_sentences(ctx.lang, rng, length - 1)
         self.tokens = np.r_[ctx.lang.vocab.eod_id, body].astype(np.int64)
+        if ctx.bridge is not None:  # the same filler in the model's tokens, cut to the length
+            from synth.example import Example
+
+            ex = Example(self.tokens, np.zeros(length, dtype=np.int64))
+            self.tokens = ctx.bridge.tokens(ex)[0][:length]
 
     def _time(self, fn) -> list[float]:
         fn()  # warm-up

@@ -18,6 +18,13 @@ haystack document's text, and the variant's distant region is as many tokens of 
 document's text — the topic is the document's subject, not a synth topic; `old_topic` and
 `new_topic` are the two documents.
 
+Through the tokenizer bridge (a model with its own tokenizer) the distance bins are in model
+tokens (each pair's synth distance fitted into its bin), the replaced region is evened to the
+base region's model tokens with words of the new topic (`probes.engine.bridge_fill`), the scored
+window is the first `--window` model tokens of its words, and `--region` and `--fact-distance`
+are about as many model tokens (`Bridge.synth_tokens`; `--fact-distance` defaults to 64 there,
+16 synth words' worth); pairs that cannot be mapped are counted as unmatched.
+
 Topic adaptation is the effect of the cache that is neither boundary repair (the scored tokens
 have `distance` − 1 tokens of their own topic right before them in both texts) nor retrieval of a
 fact; report it beside fact-swap's retrieval delta (`probe diagnose` does).
@@ -29,7 +36,7 @@ the per-pair sd is small and small adaptation effects resolve. --quick uses 6.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
@@ -47,6 +54,7 @@ from probes.framework.declarations import (
 from probes.framework.params import param
 from probes.framework.probe import ProbeInputError, RunContext
 from probes.framework.registry import probe
+from synth.generate import MIN_DISTANCE
 
 DISTANCE_HELP = (
     "distance bins, last replaced (distant) token → first scored token: 'auto' (fact-swap's bins "
@@ -86,14 +94,13 @@ class TopicShift(PairedProbe):
     columns = (DISTANCE, Column("tokens", "tokens", identifies=True), *STATS, *ACCURACY, *REACH)
     plot_series = "tokens"
     supports_haystack = True  # real text: synth.text.contexts.topic_shift
+    supports_bridge = True  # the region evened with words of the new topic
     delta_doc = (
         "mean over the scored tokens of NLL(variant: distant filler of another topic) − "
         "NLL(base), nats"
     )
 
     def plan(self, ctx: RunContext) -> None:
-        from synth.generate import MIN_DISTANCE
-
         # from the replaced region to the scored tokens: the synth floor on real text too
         bins = distance_bins(self.params.distance, ctx, minimum=MIN_DISTANCE)
         self.groups = [
@@ -102,30 +109,64 @@ class TopicShift(PairedProbe):
         self.jobs = []
         for b, rng, d in draws_per_bin(self.name, ctx, bins):
             g = {t: b * len(TOKENS) + i for i, t in enumerate(TOKENS)}  # this bin's two groups
-            self.jobs += self._jobs(ctx, rng, g, d, base_id=len(self.jobs))
+            if ctx.bridge is None or ctx.text is not None:
+                self.jobs += self._jobs(ctx, rng, g, d, base_id=len(self.jobs))
+                continue
+            lo, hi = bins[b]
+            jobs = ctx.bridge.fit_distance(
+                lambda d, rng=rng, g=g: self._bridged(ctx, rng, g, d, len(self.jobs)),
+                lo, hi, d, MIN_DISTANCE,
+            )  # fmt: skip
+            if jobs is None:
+                ctx.unmatched += len(TOKENS)
+                continue
+            ordinary = jobs[0]
+            cut = ordinary.base_targets[: self.params.window]
+            self.jobs += [replace(ordinary, base_targets=cut, variant_targets=cut), jobs[1]]
         ctx.require_matched(self.name, len(self.jobs))
 
-    def _jobs(self, ctx: RunContext, rng, groups: dict[str, int], d: int, base_id: int):
+    def _bridged(self, ctx: RunContext, rng, groups: dict[str, int], d: int, base_id: int):
+        """The draw of a pair at synth distance d for the tokenizer bridge: the base is drawn
+        anew each time (its region evened to the model tokens with the new topic's words)."""
+        p = self.params
+        bridge = ctx.bridge
+        region = bridge.synth_tokens(p.region, 8)
+        fact_distance = bridge.synth_tokens(p.fact_distance or 64, 6)
+
+        def draw():
+            jobs = self._jobs(ctx, rng, groups, d, base_id, region, fact_distance)
+            if not jobs:
+                from probes.engine.bridge import Unmatched
+
+                raise Unmatched("the topic shift did not keep its tokens")
+            return jobs
+
+        return draw
+
+    def _jobs(self, ctx, rng, groups: dict[str, int], d: int, base_id: int, region=None, fact=None):
         from synth.edits import topic_shift
         from synth.generate import make_example
         from synth.text import contexts
         from synth.text.render import Misaligned
 
         p = self.params
-        fact_distance = p.fact_distance or (ctx.text.min_distance if ctx.text else 16)
-        lead = p.region + (d - 1) + p.window
+        fact_distance = fact or p.fact_distance or (ctx.text.min_distance if ctx.text else 16)
+        region = region or p.region
+        lead = region + (d - 1) + p.window
         try:
             if ctx.text is not None:  # the region: another haystack document's text
                 pair = contexts.topic_shift(
-                    ctx.text, rng, region=p.region, distance=d, window=p.window,
+                    ctx.text, rng, region=region, distance=d, window=p.window,
                     fact_distance=fact_distance,
                 )  # fmt: skip
                 base, q = pair.base, pair.base.queries[0]
             else:
                 base = make_example(ctx.lang, rng, [fact_distance], lead=lead)
                 q = base.queries[0]
-                hi = 1 + p.region  # first kept position
+                hi = 1 + region  # first kept position
                 pair = topic_shift(base, rng, ctx.lang, keep=int(q.answer.start - hi))
+                if ctx.bridge is not None:  # the region evened with the new topic's words
+                    pair = ctx.bridge.fill(pair, rng, topic=pair.meta["new_topic"])
         except Misaligned:
             ctx.unmatched += 1
             return []
