@@ -65,8 +65,9 @@ from probes.engine.rows import Rows, score_batches
 from probes.engine.summary import by_group, by_reach, family_bins, flat_arrays
 from probes.framework.declarations import DISTANCE, REACH, STATS, Column, signed
 from probes.framework.params import param
-from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
+from probes.framework.probe import Outcome, Probe, RunContext
 from probes.framework.registry import probe
+from probes.library.cross_doc_texts import B_LEAD, TextShape, bridged_draw, pair_arrays
 from probes.protocol import score_rows, tolerance
 from probes.reach import classify, gap_bins, parse_ranges
 from probes.stats import effect_word, verdict_counts
@@ -80,7 +81,6 @@ FAMILIES = (
     *(("answer", k) for k in (*KINDS, "pull")),
     *(("first", k) for k in KINDS),
 )
-B_LEAD = 8  # filler tokens between B's <eod> and its fact (at least --first)
 
 DISTANCE_HELP = (
     "bins of the distance from A's fact (its last token) to the document boundary (B's <eod>): "
@@ -145,95 +145,18 @@ class CrossDoc(Probe):
             offset = round(offset * ctx.bridge.filler_ratio)
         bins = parse_ranges(p.distance) or gap_bins(self.carry_horizon, offset)
         self.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
+        shape = TextShape(self.b_distance, B_LEAD, p.first, *self.check_tail, self.tail_rng)
         drawn = [
-            self._pair(ctx, rng, g, gap)
+            pair_arrays(ctx, shape, rng, g, gap)
             if ctx.bridge is None
             else ctx.bridge.fit(
-                lambda d, rng=rng, g=g: self._bridged(ctx, rng, g, d), *bins[g], gap, 1
+                lambda d, rng=rng, g=g: bridged_draw(ctx, shape, rng, g, d), *bins[g], gap, 1
             )
             for g, rng, gap in draws_per_bin(self.name, ctx, bins)
         ]
         self.pairs = [pr for pr in drawn if pr is not None]  # None: not aligned in the tokenizer
         ctx.unmatched += len(drawn) - len(self.pairs)
         ctx.require_matched(self.name, len(self.pairs))
-
-    def _pair(self, ctx: RunContext, rng, group: int, gap: int, unmapped: bool = False):
-        """The pair's arrays at `gap` (None: not aligned in the tokenizer); `unmapped`: the
-        synth texts and how many of B's last tokens the beyond-reach check takes."""
-        from synth.edits.boundary import cross_document, extend_b
-        from synth.text import contexts
-        from synth.text.render import Misaligned
-
-        p = self.params
-        tail, n_check = self.check_tail
-        kw = {"b_distance": self.b_distance, "b_lead": B_LEAD, "gap": gap,
-              "start": (1, ctx.geometry.tgt_len)}  # fmt: skip
-        try:  # B ends in `tail` filler past A's reach: on real text haystack text; else from
-            # its own stream (the texts before it are the same whatever the tail)
-            if ctx.text is not None:
-                texts = contexts.cross_document(ctx.text, rng, tail=tail, **kw)
-            else:
-                texts = extend_b(cross_document(ctx.lang, rng, **kw), self.tail_rng, ctx.lang, tail)
-        except Misaligned:
-            return None
-        except ValueError as e:
-            raise ProbeInputError(f"--b-distance {self.b_distance}: {e}") from None
-        if unmapped:
-            return texts, n_check
-        a_b = texts.conflict
-        return {
-            "group": group,
-            "gap": gap,
-            "fact_end": texts.fact_end,
-            "len_a": texts.len_a,
-            "conf": a_b.tokens,
-            "foreign": texts.foreign.tokens,
-            "doc_ids": a_b.doc_ids,
-            "answer": a_b.queries[0].answer.indices(),
-            "first": texts.len_a + 1 + np.arange(p.first),
-            "stale": np.array(texts.stale, dtype=np.int64),
-            "check": np.arange(len(a_b) - n_check, len(a_b)),  # B's last filler: past A's reach
-        }
-
-    def _bridged(self, ctx: RunContext, rng, group: int, gap: int):
-        """The draw of a pair at synth gap `gap` in the model's tokens: (pair, synth gap, gap)."""
-        from probes.engine.bridge import Unmatched
-        from synth.example import Pair
-
-        bridge = ctx.bridge
-
-        def draw():
-            pr = self._pair(ctx, rng, group, gap, unmapped=True)
-            if pr is None:
-                raise Unmatched("the texts do not tokenize word by word")
-            texts, n_check = pr
-            conf, len_a = texts.conflict, texts.len_a
-            alignment = np.arange(len(conf), dtype=np.int64)
-            alignment[1:len_a] = -1  # the foreign document's filler
-            pair = bridge.fill(Pair(conf, texts.foreign, alignment), rng)
-            mapped, rc, _ = bridge.pair(pair)
-            answer = conf.queries[0].answer.indices()
-            stale = bridge.alternative(conf, rc, answer, texts.stale)
-            a = int(rc.spans[len_a, 0])  # B's <eod> in model tokens
-            end = int(rc.spans[texts.fact_end, 1]) - 1
-            n = len(conf)
-            out = {
-                "group": group,
-                "gap": a - end,
-                "synth_gap": gap,
-                "fact_end": end,
-                "len_a": a,
-                "conf": mapped.base.tokens,
-                "foreign": mapped.variant.tokens,
-                "doc_ids": mapped.base.doc_ids,
-                "answer": bridge.positions(rc, answer),
-                "first": a + 1 + np.arange(self.params.first),
-                "stale": np.array(stale, dtype=np.int64),
-                "check": bridge.positions(rc, np.arange(n - n_check, n)),
-            }
-            return out, texts.len_a - texts.fact_end, a - end
-
-        return draw
 
     def execute(self, ctx: RunContext) -> Outcome:
         order = sorted(range(len(self.pairs)), key=lambda i: len(self.pairs[i]["conf"]))
