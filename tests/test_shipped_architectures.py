@@ -1,5 +1,5 @@
 """The shipped models of other architectures (probes/models/window: a sliding-window Mistral;
-probes/models/recurrent: a Mamba), trained on the synthetic language by the project's own loop:
+probes/models/recurrent: a Mamba-2), trained on the synthetic language by the project's own loop:
 they load through the transformers adapter, read the language the probes write in, are what
 their COMMAND's preset trains, carry a compact log of every step, and retrieve within their reach
 at their last evaluation. Skipped without the `hf` extra or while a model is not shipped."""
@@ -15,8 +15,8 @@ transformers = __import__("transformers") if REQUIRED else pytest.importorskip("
 from probes.framework.models import PACKAGE_MODELS  # noqa: E402
 from synth.language import Language  # noqa: E402
 
-PRESETS = {"window": "tiny-window", "recurrent": "tiny-mamba"}
-FAMILY = {"window": "mistral", "recurrent": "mamba"}
+PRESETS = {"window": "tiny-window", "recurrent": "tiny-mamba2"}
+FAMILY = {"window": "mistral", "recurrent": "mamba2"}
 
 
 def shipped(name):
@@ -75,3 +75,26 @@ def test_shipped_architecture_names_its_command_and_carries_a_compact_log(name):
     ]
     assert steps == list(range(1, training(name)["config"]["steps"] + 1))
     assert sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) <= 10 * 2**20
+
+
+def recall_bins(name):
+    """{(lo, hi): accuracy} of the last evaluation's recall by distance (facts queried lo-hi
+    tokens after they were stated, 32 queries per bin)."""
+    return {(b["lo"], b["hi"]): b["acc"] for b in last_eval(name)["recall"]}
+
+
+def test_the_window_model_retrieves_inside_its_window_and_not_beyond_its_reach():
+    """Inside the window (320: a query reads the fact directly) recall is far above chance; past
+    the layered reach of two layers (640) no fact can reach the answer."""
+    bins = recall_bins("window")
+    inside = [acc for (lo, hi), acc in bins.items() if hi <= 256]
+    beyond = [acc for (lo, hi), acc in bins.items() if lo >= 640]
+    assert inside and min(inside) >= 0.4, bins
+    assert beyond and max(beyond) <= 0.15, bins
+
+
+def test_the_recurrent_model_retrieves_through_its_state():
+    """A state has no window: facts up to 128 tokens back are recalled far above chance."""
+    bins = recall_bins("recurrent")
+    near = [acc for (lo, hi), acc in bins.items() if hi <= 128]
+    assert near and min(near) >= 0.4, bins  # chance: 1.7 % (one of ~60 values)

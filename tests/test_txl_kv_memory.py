@@ -5,6 +5,8 @@ bit-exact zeros where the hidden-state path has them; and it is refused where it
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -117,6 +119,49 @@ def test_kv_memory_continues_a_stream_like_the_hidden_memory(key, data, geometry
         )
         out[cache] = np.concatenate([head.nll, tail.nll[:, 1:]], axis=1)
     _close(out["kv"], out["hidden"])
+
+
+@given(key=st.sampled_from(sorted(MODELS)), data=streams(max_len=30), geometry=geometries())
+def test_two_continuations_of_one_kv_memory_do_not_disturb_each_other(key, data, geometry):
+    """A memory's keys and values are appended in place after its window; continuing the same
+    memory twice (the second finds the space taken and copies), then the first's memory once
+    more, gives the scores of continuing a fresh copy every time."""
+    model = MODELS[key]
+    tokens, docs = data
+    N, T = tokens.shape[1], geometry.tgt_len
+    P = min(N - 1, T * max(1, (N // 2) // T)) + 1
+    head = stream_nll(model, tokens[:, :P], docs[:, :P], geometry, cache="kv")
+    rest = tokens[:, P - 1 :], docs[:, P - 1 :]
+    other = (np.roll(rest[0], 1, axis=1), rest[1])  # another continuation of the same prefix
+
+    def fresh(t, d):
+        again = stream_nll(model, tokens[:, :P], docs[:, :P], geometry, cache="kv")
+        return stream_nll(model, t, d, geometry, memory=again.memory, cache="kv")
+
+    first = stream_nll(model, *rest, geometry, memory=head.memory, cache="kv")
+    second = stream_nll(model, *other, geometry, memory=head.memory, cache="kv")
+    third = stream_nll(model, *rest, geometry, memory=first.memory, cache="kv")
+    np.testing.assert_array_equal(first.nll, fresh(*rest).nll)
+    np.testing.assert_array_equal(second.nll, fresh(*other).nll)
+    np.testing.assert_array_equal(third.nll, stream_nll(
+        model, *rest, geometry, memory=fresh(*rest).memory, cache="kv").nll)  # fmt: skip
+
+
+def test_a_stream_appends_its_keys_in_place_until_the_store_is_full():
+    """Segment after segment the memory's store is the same tensor (no copy of the memory per
+    segment), until its room of 8 segments is used up."""
+    model = MODELS[("rel", True, False)]
+    geometry = Geometry(4, 4, clamp_len=None)
+    tokens = np.arange(2 * 4 * 12 + 1).reshape(1, -1) % VOCAB
+    docs = np.zeros_like(tokens)
+    memory, stores = None, []
+    for s in range(0, tokens.shape[1] - 1, 4):
+        out = stream_nll(model, tokens[:, s : s + 5], docs[:, s : s + 5], geometry,
+                         memory=memory, cache="kv")  # fmt: skip
+        memory = out.memory
+        stores.append(memory.stores[0])  # kept alive: no store is freed and its id reused
+    changes = sum(a is not b for a, b in itertools.pairwise(stores))
+    assert changes == (len(stores) - 1) // 9, stores  # a new store once per 9 segments
 
 
 @given(

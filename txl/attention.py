@@ -110,27 +110,26 @@ class RelMultiHeadAttention(nn.Module):
     def forward_kv(
         self,
         h: Tensor,
-        mem_k: Tensor,
-        mem_v: Tensor,
+        extend,
         mask: ScoreMask,
         rel_dist: Tensor | None = None,
         n_dist: int = 0,
         r_grid: Tensor | None = None,
         bias_u: Tensor | None = None,
         bias_v: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor, Tensor]:
+    ):
         """The same layer over a memory of projected keys and values (txl.kv_memory; evaluation,
-        "rel" and "shaw" only): mem_k, mem_v: (H, B, M, D), the keys and values the segments
-        before projected of their own positions; r_grid: (H, D, M+T+1), W_R r_d of the
-        distances the rel-shift reads (`shift_columns`), computed once (txl.kv_memory.PositionKeys)
-        ("rel"). The memory is not projected again.
-        -> (out (B, T, d), keys (H, B, M+T, D), values (H, B, M+T, D)): [memory; segment]."""
+        "rel" and "shaw" only): `extend(k, v)` takes the segment's own keys and values
+        (H, B, T, D) and returns [memory; segment] (`KVMemory.extend`: an `Extended`); r_grid:
+        (H, D, M+T+1), W_R r_d of the distances the rel-shift reads (`shift_columns`), computed
+        once (txl.kv_memory.PositionKeys) ("rel"). The memory is not projected again.
+        -> (out (B, T, d), the Extended)."""
         x_h = self.norm(h) if self.pre_lnorm else h  # (B, T, d)
         q, k, v = self._segment_qkv(x_h)  # (H, B, T, D) each
-        k = torch.cat([mem_k.to(k.dtype), k], dim=2)  # (H, B, K, D)
-        v = torch.cat([mem_v.to(v.dtype), v], dim=2)  # (H, B, K, D)
-        out = self._attend(h, q, k, v, mask, rel_dist, n_dist, None, bias_u, bias_v, r_grid)
-        return out, k, v
+        kv = extend(k, v)  # (H, B, K, D) each
+        out = self._attend(h, q, kv.keys, kv.values, mask, rel_dist, n_dist, None, bias_u,
+                           bias_v, r_grid)  # fmt: skip
+        return out, kv
 
     def _segment_qkv(self, x_h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Q, K, V of the segment in one matmul -> (H, B, T, D) each. The memory's K and V are

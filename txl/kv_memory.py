@@ -17,7 +17,9 @@ stop-gradient is defined on the states).
 
 `keys[l]`, `values[l]`: (n_head, B, M, d_head), heads first as txl.attention lays them out;
 `doc_ids`: (B, M) long, −1 = padding. It can be forked (`select`), moved (`to`) and cut
-(`truncate`) like the hidden-state memory.
+(`truncate`) like the hidden-state memory. A segment's keys and values are appended after the
+window in a store with room to grow (`extend`), so a stream copies its memory once every few
+segments rather than concatenating it anew in every layer of every segment.
 """
 
 from __future__ import annotations
@@ -51,11 +53,36 @@ def resolve_cache(requested: str, pos_enc: str) -> tuple[str, str]:
     return "hidden", why
 
 
+class _Store:
+    """One layer's keys and values with room to grow, (H, B, C, D) each: memories are windows
+    [offset, offset + M) of it. `used` is the end of what has been written; a window that ends
+    there may append in place, and nothing is ever written below it — so every window stays
+    valid, whoever appends after it (a second continuation of one memory copies instead)."""
+
+    __slots__ = ("keys", "used", "values")
+
+    def __init__(self, keys: Tensor, values: Tensor, used: int) -> None:
+        self.keys, self.values, self.used = keys, values, used
+
+
+@dataclass
+class Extended:
+    """[memory; segment] of one layer, as `KVMemory.extend` returns it."""
+
+    keys: Tensor  # (H, B, M + T, D), a view of `store`
+    values: Tensor
+    store: _Store
+    offset: int  # where `keys` starts in the store
+
+
 @dataclass
 class KVMemory:
     keys: tuple[Tensor, ...]  # n_layer × (H, B, M, D)
     values: tuple[Tensor, ...]  # n_layer × (H, B, M, D)
     doc_ids: Tensor  # (B, M) long
+    # where each layer's keys and values live (None: nowhere to append, the first extend copies)
+    stores: tuple[_Store | None, ...] | None = None
+    offsets: tuple[int, ...] | None = None
 
     @classmethod
     def empty(
@@ -75,6 +102,17 @@ class KVMemory:
 
         return cls(zeros(), zeros(), torch.zeros(batch, 0, dtype=torch.long, device=device))
 
+    @classmethod
+    def of(cls, layers: list[Extended], doc_ids: Tensor, start: int) -> KVMemory:
+        """The memory a forward leaves: each layer's [memory; segment] from position `start`."""
+        return cls(
+            tuple(e.keys[:, :, start:] for e in layers),
+            tuple(e.values[:, :, start:] for e in layers),
+            doc_ids[:, start:],
+            tuple(e.store for e in layers),
+            tuple(e.offset + start for e in layers),
+        )
+
     @property
     def length(self) -> int:
         """M, the number of cached positions (the same at every layer)."""
@@ -88,6 +126,37 @@ class KVMemory:
     def n_layer(self) -> int:
         return len(self.keys)
 
+    def extend(self, layer: int, keys: Tensor, values: Tensor, room: int) -> Extended:
+        """[this memory; keys] of `layer` (keys, values (H, B, T, D), the segment's), written
+        after the memory's window in its store when nothing has been written there since;
+        otherwise copied into a new store with space for `room` more positions. Appending
+        segment after segment then copies the memory once per `room` positions instead of once
+        per segment (what `torch.cat` would)."""
+        M, T = self.length, keys.shape[2]
+        store = self.stores[layer] if self.stores is not None else None
+        a = self.offsets[layer] if self.offsets is not None else 0
+        if (
+            store is not None
+            and store.used == a + M
+            and a + M + T <= store.keys.shape[2]
+            and store.keys.dtype == keys.dtype
+            and store.keys.device == keys.device
+        ):
+            store.keys[:, :, a + M : a + M + T] = keys
+            store.values[:, :, a + M : a + M + T] = values
+            store.used = a + M + T
+        else:
+            H, B, _, D = keys.shape
+            shape = (H, B, M + T + max(room, 0), D)
+            store = _Store(keys.new_empty(shape), values.new_empty(shape), M + T)
+            for buf, mem, seg in ((store.keys, self.keys[layer], keys),
+                                  (store.values, self.values[layer], values)):  # fmt: skip
+                buf[:, :, :M] = mem
+                buf[:, :, M : M + T] = seg
+            a = 0
+        end = a + M + T
+        return Extended(store.keys[:, :, a:end], store.values[:, :, a:end], store, a)
+
     def truncate(self, mem_len: int) -> KVMemory:
         """The last `mem_len` positions (all of them if there are fewer)."""
         if self.length <= mem_len:
@@ -97,6 +166,8 @@ class KVMemory:
             tuple(k[:, :, start:] for k in self.keys),
             tuple(v[:, :, start:] for v in self.values),
             self.doc_ids[:, start:],
+            self.stores,
+            None if self.offsets is None else tuple(o + start for o in self.offsets),
         )
 
     def select(self, index: Tensor) -> KVMemory:
@@ -111,7 +182,12 @@ class KVMemory:
     def to(
         self, device: torch.device | str | None = None, dtype: torch.dtype | None = None
     ) -> KVMemory:
-        """Move to a device and/or cast keys and values to a dtype (doc ids stay long)."""
+        """Move to a device and/or cast keys and values to a dtype (doc ids stay long); itself
+        when it is there already (and so still appends in place)."""
+        k = self.keys[0] if self.keys else None
+        same_device = device is None or (k is not None and k.device == torch.device(device))
+        if k is not None and same_device and (dtype is None or k.dtype == dtype):
+            return self
         return KVMemory(
             tuple(k.to(device=device, dtype=dtype) for k in self.keys),
             tuple(v.to(device=device, dtype=dtype) for v in self.values),
@@ -119,7 +195,8 @@ class KVMemory:
         )
 
     def nbytes(self) -> int:
-        """Bytes held by the cached keys, values and doc ids."""
+        """Bytes held by the cached keys, values and doc ids (the windows, not the room to
+        grow)."""
         ts = (*self.keys, *self.values, self.doc_ids)
         return sum(t.numel() * t.element_size() for t in ts)
 

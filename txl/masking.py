@@ -83,7 +83,13 @@ def relative_distances(q_len: int, k_len: int, limit: int, device=None) -> Tenso
     """Distance from each query to each key, (M + i) − j, clamped to [0, limit] -> (T, K) long.
 
     Future keys (negative distance) get 0: they are masked, the value only has to be a valid index.
+    Kept per shape like the bands (read-only).
     """
+    return _relative_distances(q_len, k_len, limit, torch.device(device or "cpu"))
+
+
+@functools.lru_cache(maxsize=32)
+def _relative_distances(q_len: int, k_len: int, limit: int, device: torch.device) -> Tensor:
     M = k_len - q_len
     q_pos = torch.arange(M, k_len, device=device)[:, None]  # (T, 1)
     k_pos = torch.arange(k_len, device=device)[None, :]  # (1, K)

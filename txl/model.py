@@ -42,6 +42,7 @@ Parameter names (checkpoints and the HF parity mapping depend on them; do not re
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -318,26 +319,25 @@ class TransformerXL(nn.Module):
             # the largest distance this geometry can ask for, so the table is built once
             most = self._distance_limit(geometry.mem_len + max(geometry.tgt_len, T), geometry)
             rows = max(most, limit) + 1
-        keys, values = [], []
+        layers = []
         start = max(0, n_keys - geometry.mem_len)  # what the next segment keeps
+        room = 8 * T  # positions a store holds beyond [memory; segment]: a copy per 8 segments
         for i, layer in enumerate(self.layers):
             if cfg.pos_enc == "rel":
                 pos["r_grid"] = position_keys.grid(
                     i, layer.attn, rows, self.sinusoid, rel_dist, limit
                 )
-            h, k, v = layer.attn.forward_kv(
+            h, kv = layer.attn.forward_kv(
                 h,
-                memory.keys[i],
-                memory.values[i],
+                functools.partial(memory.extend, i, room=room),
                 mask,
                 **pos,
                 **self._relative_biases(layer.attn),
             )
             h = layer.ff(h)  # (B, T, d)
-            keys.append(k[:, :, start:])
-            values.append(v[:, :, start:])
-        ids = torch.cat([memory.doc_ids, doc_ids.to(memory.doc_ids.device)], dim=1)[:, start:]
-        return self.drop(h), KVMemory(tuple(keys), tuple(values), ids)
+            layers.append(kv)
+        ids = torch.cat([memory.doc_ids, doc_ids.to(memory.doc_ids.device)], dim=1)
+        return self.drop(h), KVMemory.of(layers, ids, start)
 
     def empty_memory(
         self, batch: int, cache: str = "hidden", device=None, dtype=None

@@ -60,6 +60,7 @@ import numpy as np
 
 from probes import stats
 from probes.engine.checks import note, zero_check
+from probes.engine.cross_doc_texts import B_LEAD, TextShape, bridged_draw, pair_arrays
 from probes.engine.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin
 from probes.engine.rows import Rows, score_batches
 from probes.engine.summary import by_group, by_reach, family_bins, flat_arrays
@@ -67,7 +68,6 @@ from probes.framework.declarations import DISTANCE, REACH, STATS, Column, signed
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, RunContext
 from probes.framework.registry import probe
-from probes.library.cross_doc_texts import B_LEAD, TextShape, bridged_draw, pair_arrays
 from probes.protocol import score_rows, tolerance
 from probes.reach import classify, gap_bins, parse_ranges
 from probes.stats import effect_word, verdict_counts
