@@ -217,38 +217,49 @@ def plan_sparse(
 
 
 def plan_bursty(
-    lang: Language, rng: np.random.Generator, cfg, pool: np.ndarray, sep: bool = False
+    lang: Language,
+    rng: np.random.Generator,
+    cfg,
+    pool: np.ndarray,
+    sep: bool = False,
+    statement: bool = False,
 ) -> DocPlan:
     """`bursty_pairs` random entity→value pairs (single-token values), repeated in random order all
     through the document, with 0..bursty_gap random filler words between pairs. Every repeat's value
     is a target (predictable only from earlier in the document). With `sep` each pair reads
     "ENTITY is VALUE": the value then sits two tokens after its key, as in a fact ("… ENTITY is
-    VALUE ."), whose query ("… ENTITY VALUE .") reads it back from there."""
+    VALUE ."), whose query ("… ENTITY VALUE .") reads it back from there. With `statement` only a
+    key's first pair reads "ENTITY is VALUE" and its repeats "ENTITY VALUE": a fact and its
+    queries, at bursty density."""
     L = rnd.randrange(rng, *cfg.bursty_len)
     tokens, kind, dist = _new(L, lang.vocab.eod_id)
     P = min(cfg.bursty_pairs, len(pool), len(lang.value_word_ids))
     keys = np.array(rnd.sample(rng, pool, P), dtype=np.int64)
     vals = np.array(rnd.sample(rng, lang.value_word_ids, P), dtype=np.int64)
-    width = 3 if sep else 2  # tokens of one pair: key [is] value
-    n = L // width  # more pairs than can fit; cut below
+    n = L // (3 if sep else 2)  # more pairs than can fit; cut below
     idx = np.minimum((rng.random(n) * P).astype(np.int64), P - 1)
     gaps = np.minimum((rng.random(n) * (cfg.bursty_gap + 1)).astype(np.int64), cfg.bursty_gap)
-    starts = 1 + np.cumsum(gaps) + width * np.arange(n)  # pair i's key position
+    # tokens of each pair: key [is] value
+    first = np.zeros(n, dtype=bool)
+    first[np.unique(idx, return_index=True)[1]] = True
+    width = np.full(n, 3 if sep else 2, dtype=np.int64)
+    if statement:
+        width[first] = 3
+    starts = 1 + np.cumsum(gaps) + np.concatenate([[0], np.cumsum(width)[:-1]])  # keys
     fit = starts + width - 1 < L
-    idx, starts = idx[fit], starts[fit]
+    idx, starts, width = idx[fit], starts[fit], width[fit]
     tokens[starts] = keys[idx]
-    if sep:
-        tokens[starts + 1] = lang.is_id
-    tokens[starts + width - 1] = vals[idx]
+    tokens[starts[width == 3] + 1] = lang.is_id
+    vpos_all = starts + width - 1
+    tokens[vpos_all] = vals[idx]
     # a value is a target once its key has been seen; distance from its previous occurrence
     order = np.argsort(idx, kind="stable")
-    sorted_idx, sorted_starts = idx[order], starts[order]
+    sorted_idx, sorted_vpos = idx[order], vpos_all[order]
     same = np.concatenate([[False], sorted_idx[1:] == sorted_idx[:-1]])
-    prev = np.concatenate([[-1], sorted_starts[:-1]])
-    rep = order[same]
-    vpos = starts[rep] + width - 1
+    prev = np.concatenate([[-1], sorted_vpos[:-1]])
+    vpos = vpos_all[order[same]]
     kind[vpos] = BURSTY
-    dist[vpos] = vpos - (prev[same] + width - 1)
+    dist[vpos] = vpos - prev[same]
     free = tokens < 0
     tokens[free] = lang.filler_ids[lang.grammar.sample_uniform(rng.random(int(free.sum())))]
     return DocPlan(tokens, kind, dist, -1, np.zeros(0))

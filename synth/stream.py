@@ -75,6 +75,11 @@ class StreamConfig:
     # share of bursty documents written "ENTITY is VALUE" (the spacing of a fact)
     # instead of "ENTITY VALUE"; never during the curriculum below
     bursty_sep: float = 0.0
+    # share of bursty documents whose pairs are a fact and its queries: a key's first pair reads
+    # "ENTITY is VALUE", its repeats "ENTITY VALUE" (a model that stores a pair when it reads the
+    # value, as a recurrent state does, learns there to store a fact's value under the key two
+    # tokens back); also during the curriculum
+    bursty_statement: float = 0.0
     # curriculum: every document that starts within the first `bursty_first` tokens of a row is a
     # plain bursty one (the in-context lookup forms fastest on adjacent pairs), then the mixture
     # begins; a row's step at tgt_len T is its token position / T
@@ -122,7 +127,13 @@ class StreamConfig:
                 raise ValueError(f"distance bin {(lo, hi, w)}: need 6 <= lo <= hi and weight >= 0")
         if not self.distance_bins or sum(w for *_, w in self.distance_bins) <= 0:
             raise ValueError("distance_bins needs at least one bin with positive weight")
-        for name in ("query_prob", "update_rate", "distractor_rate", "bursty_sep"):
+        for name in (
+            "query_prob",
+            "update_rate",
+            "distractor_rate",
+            "bursty_sep",
+            "bursty_statement",
+        ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(
                     f"StreamConfig.{name} must be a probability, got {getattr(self, name)}"
@@ -251,16 +262,22 @@ class TrainStream:
         if at < c.repeat_first:
             return plan_repeat(self.lang, g, c)
         if at < c.bursty_first:
-            return plan_bursty(self.lang, g, c, self._pool)
+            return plan_bursty(self.lang, g, c, self._pool, statement=self._statement(g))
         k = rnd.categorical(g, self._kind_cum)
         if k == 0:
             return plan_corpus(self.lang, g, c, self._pool)
         if k == 1:  # (no draw at share 0 or 1: streams without the option stay as they were)
             sep = c.bursty_sep == 1 or (0 < c.bursty_sep and g.random() < c.bursty_sep)
-            return plan_bursty(self.lang, g, c, self._pool, sep)
+            statement = not sep and self._statement(g)
+            return plan_bursty(self.lang, g, c, self._pool, sep, statement)
         if k == 2:
             return plan_sparse(self.lang, g, c, self._pool, self._sparse_len)
         return plan_local(self.lang, g, c)
+
+    def _statement(self, g: np.random.Generator) -> bool:
+        """Whether a bursty document is a fact and its queries (no draw at share 0 or 1)."""
+        share = self.config.bursty_statement
+        return share == 1 or (0 < share and g.random() < share)
 
     def _generate(self, rows: list[_Row], counts: list[int] | None = None) -> None:
         """Plan documents for `rows` (until each has _REFILL_TOKENS new tokens, or exactly counts[i]

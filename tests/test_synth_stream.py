@@ -220,6 +220,38 @@ def test_bursty_sep_spaces_each_pair_like_a_fact(gap):
     assert n > 50
 
 
+@pytest.mark.parametrize("gap", [0, 2])
+def test_bursty_statement_states_each_key_once_and_reads_it_back_without_the_separator(gap):
+    """With bursty_statement a key's first pair reads "KEY is VALUE" and every repeat "KEY VALUE"
+    (a fact and its queries); a repeat's value is a target whose distance leads back to the same
+    value, stated or read, after the same key."""
+    cfg = StreamConfig(p_corpus=0, p_sparse=0, bursty_len=(16, 120), bursty_gap=gap,
+                       bursty_statement=1.0, bursty_first=200)  # fmt: skip
+    rows, _ = rows_text(stream(config=cfg), 60)
+    tok, ids, kind, dist = (rows[k] for k in ("tokens", "doc_ids", "target_kind",
+                                              "target_distance"))  # fmt: skip
+    stated = read = 0
+    for r, t in zip(*np.nonzero(kind == BURSTY), strict=True):
+        d = int(dist[r, t])
+        assert tok[r, t] in LANG.value_word_ids and tok[r, t - 1] in LANG.entity_ids
+        if t - d - 1 >= 0 and ids[r, t - d - 2] == ids[r, t]:
+            assert tok[r, t - d] == tok[r, t]
+            before = t - d - 1
+            if tok[r, before] == LANG.is_id:  # the statement: KEY is VALUE
+                assert tok[r, before - 1] == tok[r, t - 1]
+                stated += 1
+            else:  # an earlier repeat: KEY VALUE
+                assert tok[r, before] == tok[r, t - 1]
+                read += 1
+    assert stated > 30 and read > 30
+    # a key's first pair is the only one with the separator
+    for r in range(len(tok)):
+        for d in np.unique(ids[r]):
+            doc = tok[r, ids[r] == d]
+            keys = [doc[i - 1] for i in np.flatnonzero(doc == LANG.is_id)]
+            assert len(keys) == len(set(keys))
+
+
 def test_bursty_first_makes_each_row_start_with_bursty_documents_only():
     """Documents that start before position `bursty_first` of a row are plain bursty ones (no
     statements, no queries, no separator); the mixture begins with the first document that starts
