@@ -197,3 +197,32 @@ def test_an_edit_that_cannot_be_evened_is_unmatched_never_scored(bridge):
     Long.lengths[base.tokens[base.facts[0].span.start]] = 10_000  # the fact's first word
     with pytest.raises(Unmatched, match="cannot be evened"):
         fill(Long, pair, rng)
+
+
+PLUGIN = '''
+from probes.framework.registry import probe
+from probes.library.fact_swap import FactSwap
+
+
+@probe("swap-synth-only", version=1)
+class SynthOnly(FactSwap):
+    """fact-swap's pairs, declared without the tokenizer bridge."""
+
+    supports_bridge = False
+'''
+
+
+def test_a_probe_that_does_not_declare_the_bridge_refuses_a_model_with_its_own_tokenizer(
+    own, tmp_path
+):
+    """A probe from outside the package that does not set `supports_bridge` is refused in one
+    line (exit 2) for a model reading its own tokenizer, and nothing is written."""
+    plugin = tmp_path / "synth_only.py"
+    plugin.write_text(PLUGIN)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(cli, ["run", f"{plugin}:SynthOnly", "--model", str(own), "--evaluator",
+                                 "stream", "--mem", "64", "--n", "2", "--out", str(out),
+                                 "--quiet"])  # fmt: skip
+    assert r.exit_code == 2, r.output
+    assert "cannot map its texts" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not out.exists() or not any(out.rglob("run.json"))
