@@ -237,6 +237,9 @@ def _execute(p: Prepared, run_dir: RunDir | None, options: RunOptions) -> Summar
         with run_dir.recording(record):
             ctx.run_dir = run_dir
             ctx.log(f"run directory {run_dir.path}")
+            from probes.report.plots import preload
+
+            preload()  # every run writes its plots after scoring
             outcome = p.instance.execute(ctx)
             if ctx.text is not None or ctx.bridge is not None:
                 outcome.metrics["unmatched_pairs"] = ctx.unmatched
