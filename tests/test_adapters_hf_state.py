@@ -265,3 +265,27 @@ def test_diagnose_models_leaves_a_state_model_at_its_own_geometry_beside_mem(dir
     assert doc["mem_not_applicable"] == [mamba_id]
     within = next(e for e in doc["effects"] if e["effect"] == "retrieval within the horizon")
     assert within["values"][mamba_id]["n"] > 0  # a fact in the state is within its horizon
+
+
+def test_boundary_does_not_apply_to_a_state_and_diagnose_runs_it_on_the_other_model(dirs, tmp_path):
+    """A recurrent state is carried through every segment start: `probe run boundary` on it is
+    refused in one line; `diagnose --models TXL,MAMBA` runs boundary on the Transformer-XL only
+    and names what it left out."""
+    from probes.testing import tiny_checkpoint
+
+    r = invoke(["run", "boundary", "--model", str(dirs["mamba"]), "--quick",
+                "--out", str(tmp_path / "one")])  # fmt: skip
+    assert r.exit_code == 2 and "carried through every segment start" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    txl = tiny_checkpoint(tmp_path / "txl")
+    skip = [a for p in ("context-sweep", "cross-doc", "fact-rebind", "fact-swap", "fact-update",
+                        "recl", "topic-shift") for a in ("--skip", p)]  # fmt: skip
+    r = invoke(["diagnose", "--models", f"{txl},{dirs['mamba']}", "--mem", "32", "--quick",
+                "--json", "--threads", "1", "--out", str(tmp_path / "out"), *skip])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    txl_id, mamba_id = (m["id"] for m in doc["models"])
+    repair = next(e for e in doc["effects"] if e["effect"] == "boundary repair")
+    assert set(repair["values"]) == {txl_id}
+    assert any(s.startswith("boundary on ") for s in doc["skipped"])
+    assert set(doc["runs"][txl_id]) == {"boundary"} and doc["runs"][mamba_id] == {}

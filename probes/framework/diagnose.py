@@ -4,7 +4,8 @@ The suite is every registered probe whose `@probe(...)` gives `diagnose=N` (in t
 with its default parameters and the run options given; a `model_group` probe runs on the model
 group (`--model` repeated, or the model's `-mem0` sibling when there is one). Without a group, or
 when the geometry leaves it nothing to compare (`ProbeNotApplicable`), such a probe is left out
-and `skipped` says why. Each probe turns its own summary into rows
+and `skipped` says why; with `--models`, a probe that does not apply to one of them (boundary
+repair on a recurrent state) runs on the others, and `skipped` names the model it left out. Each probe turns its own summary into rows
 (`diagnose_rows`); this module knows no probe by name.
 
 Every probe is prepared first — inputs checked, each model loaded once, pairs built — so bad input
@@ -130,29 +131,38 @@ def _progress(progress: Any):
 
 def _prepare(classes, skip, columns: list, group: list, opts, progress, argv):
     """Every run of the suite, prepared (nothing written): each non-group probe once per column
-    (a diagnosed model), the group probe once on `group`. Returns (runs, skipped)."""
+    (a diagnosed model), the group probe once on `group`. Returns (runs, skipped, the models of
+    the columns a probe did not apply to)."""
     from probes.framework import runner
-    from probes.framework.models import ModelCache
+    from probes.framework.models import ModelCache, model_name
     from probes.framework.probe import ProbeInputError, ProbeNotApplicable
 
     models = ModelCache()
     common = {k: v for k, v in dataclasses.asdict(opts).items() if k in OPTIONS and k != "model"}
     runs: list[_Run] = []
+    unserved: dict[int, Any] = {}  # column → its model, where a probe did not apply to it
     skipped = [name for name in classes if name in skip]
     for name, cls in classes.items():
         if name in skip:
             continue
         if not cls.model_group:
-            try:  # a probe that cannot run on one column's texts is left out of every column
-                mine = [
-                    _Run(name, runner.prepare(name, model=source, progress=progress, argv=argv,
-                                              models=models, **own_options(common, source, opts)),
-                         j)
-                    for j, source in enumerate(columns)
-                ]  # fmt: skip
-            except ProbeNotApplicable as e:
-                skipped.append(f"{name} ({e.reason})")
+            # a probe that does not apply to one model (a boundary probe on a recurrent state)
+            # runs on the others; that model's column has no row of it
+            mine, refused = [], []
+            for j, source in enumerate(columns):
+                try:
+                    plan = runner.prepare(name, model=source, progress=progress, argv=argv,
+                                          models=models, **own_options(common, source, opts))  # fmt: skip
+                except ProbeNotApplicable as e:
+                    refused.append((model_name(source), e.reason))
+                    if e.model is not None:
+                        unserved[j] = e.model
+                    continue
+                mine.append(_Run(name, plan, j))
+            if not mine:
+                skipped.append(f"{name} ({refused[0][1]})")
                 continue
+            skipped += [f"{name} on {who} ({why})" for who, why in refused]
             runs += mine
         elif len(group) < 2:
             skipped.append(f"{name} (no model group)")
@@ -167,7 +177,7 @@ def _prepare(classes, skip, columns: list, group: list, opts, progress, argv):
             runs.append(_Run(name, plan, None))
     if not runs:
         raise ProbeInputError(f"nothing left to run (skipped: {', '.join(skipped)}); skip fewer")
-    return runs, skipped
+    return runs, skipped, unserved
 
 
 def own_options(common: dict, source: Any, opts: Any) -> dict:
@@ -178,12 +188,14 @@ def own_options(common: dict, source: Any, opts: Any) -> dict:
     return {**common, "mem": None} if carries_state(source, opts.evaluator) else common
 
 
-def _column_model(runs: list[_Run], column: int) -> Any:
-    """The loaded LossModel of a column: from its own runs, else its place in the group run."""
+def _column_model(runs: list[_Run], column: int, unserved: dict[int, Any]) -> Any:
+    """The loaded LossModel of a column: from its own runs, else its place in the group run,
+    else as loaded by a probe that did not apply to it."""
     own = next((r.plan.model for r in runs if r.column == column), None)
     if own is not None:
         return own
-    return next(r for r in runs if r.column is None).plan.ctx.group[column]
+    group = next((r for r in runs if r.column is None), None)
+    return group.plan.ctx.group[column] if group is not None else unserved[column]
 
 
 def _record(opts, skip, argv, **fields: Any) -> dict[str, Any]:
@@ -279,8 +291,8 @@ def diagnose(
     group_cls = next((c for c in classes.values() if c.model_group), None)
     sources = model_sources(group_cls or next(iter(classes.values())), opts.model)
     progress = _progress(progress)
-    runs, skipped = _prepare(classes, skip, sources[:1], sources, opts, progress, argv)
-    lm = _column_model(runs, 0)
+    runs, skipped, unserved = _prepare(classes, skip, sources[:1], sources, opts, progress, argv)
+    lm = _column_model(runs, 0, unserved)
     geometry = next(r.plan.ctx.geometry for r in runs if r.serves(0))
     grouped = [r for r in runs if r.column is None]
     infos = [m.info for m in (grouped[0].plan.ctx.group if grouped else [lm])]
@@ -401,8 +413,8 @@ def diagnose_models(
     if twice is not None:
         raise ProbeInputError(f"--models names {str(twice)!r} twice; give each model once")
     progress = _progress(progress)
-    runs, skipped = _prepare(classes, skip, sources, sources, opts, progress, argv)
-    lms = [_column_model(runs, j) for j in range(len(sources))]
+    runs, skipped, unserved = _prepare(classes, skip, sources, sources, opts, progress, argv)
+    lms = [_column_model(runs, j, unserved) for j in range(len(sources))]
     ids = [lm.info.id for lm in lms]
     same = next((i for i in ids if ids.count(i) > 1), None)
     if same is not None:

@@ -50,6 +50,7 @@ class ProbeNotApplicable(ProbeInputError):
     def __init__(self, message: str, reason: str):
         super().__init__(message)
         self.reason = reason
+        self.model: Any = None  # the loaded model it does not apply to (set by the runner)
 
 
 @dataclass

@@ -28,7 +28,7 @@ from probes.framework import params as params_mod
 from probes.framework import registry
 from probes.framework.models import ModelCache, model_name, model_sources
 from probes.framework.options import RunOptions
-from probes.framework.probe import ProbeInputError, RunContext
+from probes.framework.probe import ProbeInputError, ProbeNotApplicable, RunContext
 from probes.framework.progress import Progress
 from probes.framework.ranks import Ranks
 from probes.framework.results import SCHEMA_VERSION, RunDir, RunDirError, check_writable
@@ -164,6 +164,9 @@ def prepare(
     instance = cls(params)
     try:
         instance.plan(ctx)
+    except ProbeNotApplicable as e:
+        e.model = lm  # `probe diagnose --models` still has a column for it
+        raise
     except ProbeInputError:
         raise
     except ValueError as e:

@@ -35,7 +35,10 @@ Billion Word analogue (sentences of real prose share more than synth's do — a 
 subject — so a gain past the first positions is the cache reading that, not repair).
 
 Boundary repair is a property of segmented (cached) evaluation: with `--evaluator recompute`
-every token gets a full window of its own and the curve is flat by construction.
+every token gets a full window of its own and the curve is flat by construction, and a
+recurrent model scored by its state (`--evaluator state`) carries it through every segment
+start — the probe is not applicable there (exit 2; `probe diagnose` leaves it out for that
+model).
 
 Default n = 16 texts: the first-k gain of a text averages `--first` × `--segments` tokens, so its
 sd is a fraction of a nat and 16 texts detect (80 % power, 3 bins, Holm) 0.89 sd of it.
@@ -53,7 +56,7 @@ from probes import stats
 from probes.engine.checks import note, zero_check
 from probes.framework.declarations import STATS, Column, signed
 from probes.framework.params import param
-from probes.framework.probe import Outcome, Probe, RunContext
+from probes.framework.probe import Outcome, Probe, ProbeNotApplicable, RunContext
 from probes.framework.registry import probe
 from probes.protocol import tolerance
 
@@ -94,6 +97,14 @@ class Boundary(Probe):
 
         g = ctx.geometry
         T = g.tgt_len
+        if getattr(ctx.model, "evaluator", None) == "state":
+            reason = "a recurrent state is carried through every segment start"
+            raise ProbeNotApplicable(
+                f"boundary: {reason}, so no segment start loses its prefix (with or without "
+                "--mem the scores are the same); use --evaluator window for a fresh state per "
+                "window",
+                reason,
+            )
         if self.params.first >= T:
             raise ValueError(
                 f"--first {self.params.first} must be below the segment length {T} "
