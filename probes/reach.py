@@ -36,7 +36,7 @@ at the query's document start, where the state starts afresh).
 
 A distance `d` of token `t` is "direct" if d ≤ direct(t), "layered" if direct(t) < d ≤ reach(t)
 ("state" instead when the direct window is 0: a recurrent state), and "beyond" otherwise. A bin's label is the most common label of its scored tokens (a tie goes
-to the farther label); `within_horizon` means the label is "direct".
+to the farther label); `within_horizon` means the label is "direct" or "state".
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ import numpy as np
 from probes.limits import MAX_DISTANCE
 
 REACH_LABELS = ("direct", "layered", "beyond", "state")  # indices are stored (tokens.npz)
+# the labels of a fact the answer reads without relaying it through the layers: in the direct
+# window, or anywhere in a recurrent state (whose reach is unbounded)
+WITHIN_HORIZON = ("direct", "state")
 # how far each label lies (ties in `label_bin` go to the farther one)
 FARNESS = {"direct": 0, "layered": 1, "state": 1, "beyond": 2}
 # A window this long stands for "the whole row": a transformer scored in one forward without a
@@ -205,7 +208,7 @@ def label_bin(
     n = len(labels)
     return {
         "reach": best,
-        "within_horizon": best == "direct",
+        "within_horizon": best in WITHIN_HORIZON,
         "reach_fraction": {
             lab: counts[lab] / n for lab in REACH_LABELS if lab != "state" or counts[lab]
         },

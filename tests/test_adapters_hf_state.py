@@ -238,7 +238,7 @@ def test_cli_fact_swap_with_state_on_a_saved_model_keeps_the_json_contract(dirs,
     for b in doc["bins"]:
         assert {"distance_lo", "distance_hi", "n", "delta_mean", "ci95", "p_value", "reach",
                 "within_horizon"} <= set(b)  # fmt: skip
-        assert b["reach"] == "state" and b["within_horizon"] is False
+        assert b["reach"] == "state" and b["within_horizon"] is True  # a state holds it
     assert doc["checks"]["beyond_reach_zero"]["status"] == "not applicable"
     assert doc["passed"] is True, doc["checks"]
     run = json.loads((Path(doc["run_dir"]) / "run.json").read_text())

@@ -10,7 +10,7 @@ import numpy as np
 
 from probes import stats
 from probes.engine.checks import zero_check
-from probes.reach import REACH_LABELS, label_bin
+from probes.reach import REACH_LABELS, WITHIN_HORIZON, label_bin
 
 NO_REACH = {
     "reach": None,
@@ -130,10 +130,9 @@ def by_horizon(records: list[dict]) -> dict[str, dict]:
     the first answer token or in a recurrent state (whose reach is unbounded) (`within`), and of
     the rest, layered or beyond (`beyond`)."""
     out = {}
-    inside = ("direct", "state")
     for side, sel in (
-        ("within", [r for r in records if r["reach"] in inside]),
-        ("beyond", [r for r in records if r["reach"] not in inside]),
+        ("within", [r for r in records if r["reach"] in WITHIN_HORIZON]),
+        ("beyond", [r for r in records if r["reach"] not in WITHIN_HORIZON]),
     ):
         d = stats.describe(np.array([r["delta"] for r in sel]))
         d["accuracy"] = stats.accuracy(_flags(sel, "correct_base"))["accuracy"]

@@ -20,8 +20,8 @@ and reports, per base (the unit of analysis):
     swap         = swap Δ                lookup, copying and a competing value together
 
 each with its 95 % t interval and exact signed-rank p, over all pairs and over those whose fact
-lies in the first answer token's direct window (`within_horizon`; `probe diagnose` shows keyed
-lookup and copy from there). Bins: distance × variant, Holm across all of them.
+lies in the first answer token's direct window or, for a recurrent model, in its state
+(`within_horizon`; `probe diagnose` shows keyed lookup and copy from there). Bins: distance × variant, Holm across all of them.
 
 Through the tokenizer bridge (a model with its own tokenizer) a base is kept only when all three
 of its variants map to the model's tokens (the other entity and B of their words' token
@@ -52,6 +52,7 @@ from probes.engine.paired import PairedProbe
 from probes.framework.declarations import PAIRED, Column, signed
 from probes.framework.probe import RunContext
 from probes.framework.registry import probe
+from probes.reach import WITHIN_HORIZON
 
 VARIANTS = ("rebind", "delete", "swap")
 
@@ -124,7 +125,7 @@ class FactRebind(PairedProbe):
 
     def extra_metrics(self, ctx: RunContext, records: list[dict], bins: list[dict]) -> dict:
         out = {"all": effects(records)}
-        out["within_horizon"] = effects([r for r in records if r["reach"] == "direct"])
+        out["within_horizon"] = effects([r for r in records if r["reach"] in WITHIN_HORIZON])
         out["copy_by_distance"] = [
             {"distance_lo": lo, "distance_hi": hi, **effects(sel)["copy"]}
             for lo, hi in dict.fromkeys((g["distance_lo"], g["distance_hi"]) for g in self.groups)
