@@ -94,7 +94,9 @@ def test_the_window_model_retrieves_inside_its_window_and_not_beyond_it():
 
 
 def test_the_recurrent_model_retrieves_through_its_state():
-    """A state has no window: facts up to 128 tokens back are recalled far above chance."""
+    """A state has no window: facts up to 128 tokens back are recalled far above chance (1.7 %:
+    one of ~60 values), and some from 384-512 back, past the window model's 320."""
     bins = recall_bins("recurrent")
     near = [acc for (lo, hi), acc in bins.items() if hi <= 128]
-    assert near and min(near) >= 0.4, bins  # chance: 1.7 % (one of ~60 values)
+    assert near and min(near) >= 0.3, bins
+    assert bins[(384, 512)] >= 0.1, bins
