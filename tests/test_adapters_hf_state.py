@@ -289,3 +289,16 @@ def test_boundary_does_not_apply_to_a_state_and_diagnose_runs_it_on_the_other_mo
     assert set(repair["values"]) == {txl_id}
     assert any(s.startswith("boundary on ") for s in doc["skipped"])
     assert set(doc["runs"][txl_id]) == {"boundary"} and doc["runs"][mamba_id] == {}
+
+
+def test_a_state_model_sweeps_its_context_past_its_empty_memory(dirs, tmp_path):
+    """A state has no window (its geometry's mem_len is 0): context-sweep's 'auto' contexts run
+    to 1,024 tokens unless --max-context says, not to tgt_len."""
+    r = invoke(["run", "context-sweep", "--model", str(dirs["mamba"]), "--quick", "--json",
+                "--threads", "1", "--out", str(tmp_path)])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["metrics"]["max_context"] == 1024
+    r = invoke(["run", "context-sweep", "--model", str(dirs["mamba"]), "--quick", "--json",
+                "--threads", "1", "--max-context", "128", "--out", str(tmp_path)])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["metrics"]["max_context"] == 128

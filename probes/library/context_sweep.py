@@ -28,6 +28,9 @@ percentile interval from 1,000 bootstrap resamples of the texts (seeded by --see
 percentile and how to read it: probes.engine.bootstrap). A value at the largest c means the loss
 still falls at the end of the sweep (the true value may be larger).
 
+A recurrent model scored by its state has no window (its geometry's mem_len is 0), so its
+largest c is STATE_MAX_CONTEXT unless `--max-context` says.
+
 Default n = 16 texts, each scored on its answer tokens (about 6) and `--ordinary` 16 filler
 tokens evenly spaced over its last `--window` tokens; the cost is one window of c tokens per
 scored token and c, so it grows with the sum of the squared contexts (about 2 minutes for the
@@ -49,6 +52,7 @@ from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.framework.registry import probe
 
+STATE_MAX_CONTEXT = 1024  # the largest c of 'auto' for a recurrent state (no window of its own)
 SETS = ("answer", "ordinary", "all")
 THRESHOLD = 0.01
 
@@ -72,7 +76,10 @@ class ContextSweep(Probe):
     class Params:
         contexts: str = param("auto", help=CONTEXTS_HELP, check=check_contexts)
         max_context: int = param(
-            0, help="the largest c for 'auto' (0: the eval mem_len + tgt_len)", min=0
+            0,
+            help="the largest c for 'auto' (0: the eval mem_len + tgt_len; a recurrent state: "
+            f"{STATE_MAX_CONTEXT:,})",
+            min=0,
         )
         window: int | None = param(
             None,
@@ -111,6 +118,8 @@ class ContextSweep(Probe):
         p = self.params
         g = ctx.geometry
         top = p.max_context or (g.mem_len + g.tgt_len)
+        if not p.max_context and ctx.horizon.state:  # a recurrent state: no window to stop at
+            top = max(top, STATE_MAX_CONTEXT)
         self.contexts = parse_contexts(p.contexts, top)
         if len(self.contexts) < 2:
             raise ProbeInputError(
