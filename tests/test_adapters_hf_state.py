@@ -247,19 +247,26 @@ def test_cli_fact_swap_with_state_on_a_saved_model_keeps_the_json_contract(dirs,
     assert run["options"]["evaluator"] == "state"
 
 
-def test_diagnose_models_leaves_a_state_model_at_its_own_geometry_beside_mem(dirs, tmp_path):
-    """`--models TXL,MAMBA --mem M`: the Transformer-XL runs at mem M; no memory length applies
-    to a recurrent state, so the Mamba keeps its own geometry and the summary says so."""
+def diagnose_txl_and_mamba(dirs, tmp_path, probe):
+    """`diagnose --models TXL,MAMBA --mem 32 --quick` with one probe of the suite left:
+    (its summary, the Transformer-XL's id, the Mamba's)."""
+    from probes.framework.diagnose import suite
     from probes.testing import tiny_checkpoint
 
     txl = tiny_checkpoint(tmp_path / "txl")
-    skip = [a for p in ("boundary", "context-sweep", "cross-doc", "fact-rebind", "fact-update",
-                        "recl", "topic-shift") for a in ("--skip", p)]  # fmt: skip
+    skip = [a for p in suite() if p != probe for a in ("--skip", p)]
     r = invoke(["diagnose", "--models", f"{txl},{dirs['mamba']}", "--mem", "32", "--quick",
                 "--json", "--threads", "1", "--out", str(tmp_path / "out"), *skip])  # fmt: skip
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     txl_id, mamba_id = (m["id"] for m in doc["models"])
+    return doc, txl_id, mamba_id
+
+
+def test_diagnose_models_leaves_a_state_model_at_its_own_geometry_beside_mem(dirs, tmp_path):
+    """`--models TXL,MAMBA --mem M`: the Transformer-XL runs at mem M; no memory length applies
+    to a recurrent state, so the Mamba keeps its own geometry and the summary says so."""
+    doc, txl_id, mamba_id = diagnose_txl_and_mamba(dirs, tmp_path, "fact-swap")
     assert doc["geometry"][txl_id]["mem_len"] == 32
     assert doc["geometry"][mamba_id]["mem_len"] == 0
     assert doc["mem_not_applicable"] == [mamba_id]
@@ -271,20 +278,11 @@ def test_boundary_does_not_apply_to_a_state_and_diagnose_runs_it_on_the_other_mo
     """A recurrent state is carried through every segment start: `probe run boundary` on it is
     refused in one line; `diagnose --models TXL,MAMBA` runs boundary on the Transformer-XL only
     and names what it left out."""
-    from probes.testing import tiny_checkpoint
-
     r = invoke(["run", "boundary", "--model", str(dirs["mamba"]), "--quick",
                 "--out", str(tmp_path / "one")])  # fmt: skip
     assert r.exit_code == 2 and "carried through every segment start" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    txl = tiny_checkpoint(tmp_path / "txl")
-    skip = [a for p in ("context-sweep", "cross-doc", "fact-rebind", "fact-swap", "fact-update",
-                        "recl", "topic-shift") for a in ("--skip", p)]  # fmt: skip
-    r = invoke(["diagnose", "--models", f"{txl},{dirs['mamba']}", "--mem", "32", "--quick",
-                "--json", "--threads", "1", "--out", str(tmp_path / "out"), *skip])  # fmt: skip
-    assert r.exit_code == 0, r.stderr
-    doc = json.loads(r.stdout)
-    txl_id, mamba_id = (m["id"] for m in doc["models"])
+    doc, txl_id, mamba_id = diagnose_txl_and_mamba(dirs, tmp_path, "boundary")
     repair = next(e for e in doc["effects"] if e["effect"] == "boundary repair")
     assert set(repair["values"]) == {txl_id}
     assert any(s.startswith("boundary on ") for s in doc["skipped"])
