@@ -199,7 +199,7 @@ PRESETS["tiny-window"] = {
     "arch": {"family": "mistral", "sliding_window": 320, "rope_theta": 1_000_000},
 }
 # A selective state-space model (Mamba: two layers of d_model 160, 0.40M parameters beside the
-# default's 0.47M). Not shipped (see "tiny-mamba2"): its CPU training runs ~1,100 tokens/s on one
+# default's 0.48M). Not shipped (see "tiny-mamba2"): its CPU training runs ~1,100 tokens/s on one
 # thread with mambapy's parallel scan (transformers' own sequential scan: ~30), a tenth of the
 # window model's rate, so its budget is 1,200 updates (3.7M tokens, 11 % of the default's), and
 # by update 800 it had formed no lookup (recall 0-6 % at every distance). The scan pads a row to
