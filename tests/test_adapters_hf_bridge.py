@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from text_helpers import foreign_bpe, require_tokenizers
+from text_helpers import FOREIGN_EOS, own_tokenizer_llama, require_tokenizers
 
 REQUIRED = os.environ.get("TXL_REQUIRE_HF") == "1"
 transformers = __import__("transformers") if REQUIRED else pytest.importorskip("transformers")
@@ -18,20 +18,14 @@ require_tokenizers()
 from click.testing import CliRunner  # noqa: E402
 
 from probes.cli.main import cli  # noqa: E402
-from probes.testing import tiny_transformers  # noqa: E402
 
-EOS = "<|endoftext|>"
+EOS = FOREIGN_EOS
 N = 3
 
 
 @pytest.fixture(scope="module")
 def own(tmp_path_factory):
-    raw = foreign_bpe()
-    path = tiny_transformers(tmp_path_factory.mktemp("own") / "llama", "llama",
-                             vocab_size=raw.get_vocab_size(), max_positions=4096)  # fmt: skip
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS)
-    fast.save_pretrained(path)
-    return path
+    return own_tokenizer_llama(tmp_path_factory.mktemp("own") / "llama", max_positions=4096)
 
 
 @pytest.fixture(scope="module")

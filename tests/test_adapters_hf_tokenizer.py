@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from text_helpers import foreign_bpe, require_tokenizers
+from text_helpers import FOREIGN_EOS, foreign_bpe, own_tokenizer_llama, require_tokenizers
 
 REQUIRED = os.environ.get("TXL_REQUIRE_HF") == "1"
 transformers = __import__("transformers") if REQUIRED else pytest.importorskip("transformers")
@@ -23,18 +23,13 @@ from synth.language import Language  # noqa: E402
 from synth.text.tokenizer import json_sha256  # noqa: E402
 
 FAST = ["--n", "3", "--quiet", "--json"]
-EOS = "<|endoftext|>"
+EOS = FOREIGN_EOS
 
 
 @pytest.fixture(scope="module")
 def own(tmp_path_factory):
     """A Llama-style model whose directory holds its own tokenizer (eos: <|endoftext|>)."""
-    raw = foreign_bpe()
-    path = tiny_transformers(tmp_path_factory.mktemp("own") / "llama", "llama",
-                             vocab_size=raw.get_vocab_size(), max_positions=2048)  # fmt: skip
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS)
-    fast.save_pretrained(path)
-    return path
+    return own_tokenizer_llama(tmp_path_factory.mktemp("own") / "llama", max_positions=2048)
 
 
 def invoke(args):

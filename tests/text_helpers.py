@@ -60,3 +60,22 @@ def foreign_bpe(vocab_size: int = 400):
     )
     tok.train_from_iterator((" " + d.text for d in default_corpus("train").documents), trainer)
     return tok
+
+
+FOREIGN_EOS = "<|endoftext|>"
+
+
+def own_tokenizer_llama(path, max_positions: int):
+    """A tiny random Llama-style model directory that holds its own tokenizer (`foreign_bpe`,
+    eos FOREIGN_EOS) beside its weights. Needs transformers."""
+    import transformers
+
+    from probes.testing import tiny_transformers
+
+    raw = foreign_bpe()
+    path = tiny_transformers(path, "llama", vocab_size=raw.get_vocab_size(),
+                             max_positions=max_positions)  # fmt: skip
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=raw, eos_token=FOREIGN_EOS
+    ).save_pretrained(path)
+    return path
