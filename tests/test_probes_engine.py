@@ -60,6 +60,33 @@ def test_forked_scores_equal_unforked_scores(models):
     assert np.isnan(forked.nll[3, 40:]).all() and np.isnan(forked.nll[:, 0]).all()
 
 
+@pytest.mark.parametrize("cache", ["kv", "hidden"])
+def test_a_fork_gets_the_shared_targets_it_reads_even_where_its_parent_reads_none(models, cache):
+    """Rows read only a few targets; a fork's targets before its fork point come from its
+    parent's stream (and, two forks deep, from its grandparent's), which must compute them
+    although the parent itself reads none of them: the same bits as each row alone."""
+    lm = adapters.load(models["mem"], cache=cache)
+    g = geometry(lm, tgt_len=8)
+    rng = np.random.default_rng(1)
+    R, N = 3, 61
+    tokens = np.tile(rng.integers(2, 300, size=N), (R, 1))
+    tokens[1, 30:] = rng.integers(2, 300, size=N - 30)  # child of 0, forks at 24
+    tokens[2, :45] = tokens[1, :45]
+    tokens[2, 45:] = rng.integers(2, 300, size=N - 45)  # child of 1, forks at 40
+    docs = np.zeros((R, N), dtype=np.int64)
+    pos = np.zeros((R, N), dtype=bool)
+    pos[0, 58:] = True  # the parent reads only its end
+    pos[1, [10, 11, 33]] = True  # 10, 11: before row 1's fork, from row 0's stream
+    pos[2, [5, 42, 60]] = True  # 5: from row 0's stream through row 1's, 42: its own
+    forked = lm.score_shared(
+        tokens, docs, pos, g, parent=np.array([-1, 0, 1]), shared=np.array([0, 30, 45])
+    )
+    alone = [lm.score(tokens[r : r + 1], docs[r : r + 1], pos[r : r + 1], g) for r in range(R)]
+    np.testing.assert_array_equal(forked.nll, np.concatenate([a.nll for a in alone]))
+    np.testing.assert_array_equal(forked.correct, np.concatenate([a.correct for a in alone]))
+    assert np.isfinite(forked.nll[pos]).all() and np.isnan(forked.nll[~pos]).all()
+
+
 class IdentityProbe(PairedProbe):
     """Fact examples paired with themselves."""
 

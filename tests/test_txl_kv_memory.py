@@ -166,6 +166,37 @@ def test_a_stream_appends_its_keys_in_place_until_the_store_is_full():
 
 @given(
     key=st.sampled_from(sorted(MODELS)),
+    data=streams(max_len=30),
+    geometry=geometries(),
+    index=st.lists(st.integers(0, 2), min_size=1, max_size=4),
+)
+def test_rows_selected_into_a_store_with_room_append_in_place_and_score_the_same(
+    key, data, geometry, index
+):
+    """`select(index, room)` gathers the rows into stores with space after them: the next
+    segment writes there (the same store, no copy) and every score is the bits of a plain
+    `select`."""
+    model = MODELS[key]
+    tokens, docs = data
+    index = torch.tensor([i % tokens.shape[0] for i in index])
+    N, T = tokens.shape[1], geometry.tgt_len
+    P = min(N - 1, T) + 1
+    head = stream_nll(model, tokens[:, :P], docs[:, :P], geometry, cache="kv")
+    rest = tokens[index.numpy(), P - 1 :], docs[index.numpy(), P - 1 :]
+    roomy = head.memory.select(index, room=2 * T)
+    plain = stream_nll(model, *rest, geometry, memory=head.memory.select(index), cache="kv")
+    got = stream_nll(model, *rest, geometry, memory=roomy, cache="kv")
+    np.testing.assert_array_equal(got.nll, plain.nll)
+    assert torch.equal(roomy.doc_ids, head.memory.doc_ids[index])
+    if roomy.length and rest[0].shape[1] > 1:  # the next segment runs on a non-empty memory
+        fresh = head.memory.select(index, room=2 * T)  # `roomy`'s space is taken by now
+        one = stream_nll(model, rest[0][:, : T + 1], rest[1][:, : T + 1], geometry,
+                         memory=fresh, cache="kv")  # fmt: skip
+        assert one.memory.stores[0] is fresh.stores[0]
+
+
+@given(
+    key=st.sampled_from(sorted(MODELS)),
     data=streams(max_len=20),
     geometry=geometries(),
     index=st.lists(st.integers(0, 2), min_size=1, max_size=4),
@@ -201,6 +232,45 @@ def test_forked_and_truncated_kv_memory_equals_hidden_memory(key, data, geometry
         )
         out[cache] = rest.nll
     _close(out["kv"], out["hidden"])
+
+
+def _memory_tensors(memory) -> list[torch.Tensor]:
+    if isinstance(memory, KVMemory):
+        return [*memory.keys, *memory.values, memory.doc_ids]
+    return [*memory.states, memory.doc_ids]
+
+
+@given(
+    key=st.sampled_from(sorted(MODELS)),
+    data=streams(max_len=30),
+    geometry=geometries(),
+    deep=st.booleans(),
+    cache=st.sampled_from(["kv", "hidden"]),
+    seed=st.integers(0, 2**16),
+)
+def test_reading_a_few_targets_changes_no_bit_of_them_or_of_the_memory(
+    key, data, geometry, deep, cache, seed
+):
+    """`positions` names the targets read: a segment with none of them in any row skips the last
+    layer's output (and the logits), and stays NaN; every target of a segment computed, and the
+    memory after the stream, are the same bits as when every target is read."""
+    model = DEEP if deep else MODELS[key]
+    tokens, docs = data
+    B, N = tokens.shape
+    T = geometry.tgt_len
+    read = np.random.default_rng(seed).random((B, N)) < 0.05
+    every = stream_nll(model, tokens, docs, geometry, cache=cache)
+    few = stream_nll(model, tokens, docs, geometry, cache=cache, positions=read)
+    for start in range(0, N - 1, T):
+        cols = slice(start + 1, min(start + T, N - 1) + 1)  # this segment's targets
+        if read[:, cols].any():
+            np.testing.assert_array_equal(few.nll[:, cols], every.nll[:, cols])
+            np.testing.assert_array_equal(few.correct[:, cols], every.correct[:, cols])
+        else:
+            assert np.isnan(few.nll[:, cols]).all() and not few.correct[:, cols].any()
+    assert few.memory.length == every.memory.length
+    for a, b in zip(_memory_tensors(few.memory), _memory_tensors(every.memory), strict=True):
+        assert torch.equal(a, b)
 
 
 @given(key=st.sampled_from(sorted(MODELS)), data=streams(max_rows=1), geometry=geometries())

@@ -99,3 +99,23 @@ def test_score_mask_bias_and_has_key_follow_the_visibility_rule(
     expected = torch.where(visible, torch.tensor(0.0, dtype=dtype), torch.tensor(half, dtype=dtype))
     assert torch.equal(mask.bias(dtype).expand(B, T, K), expected)
     assert torch.equal(mask.has_key.expand(B, T, 1), visible.any(-1, keepdim=True))
+
+
+def test_a_mask_kept_from_an_evaluation_in_inference_mode_never_reaches_a_training_step():
+    """The shared band's ScoreMask is kept per shape; one made under torch.inference_mode (how
+    the adapters score) holds inference tensors, which a backward pass cannot save: a training
+    step of the same shape gets its own."""
+    from txl_helpers import tiny_model
+
+    from txl.geometry import Geometry
+
+    model = tiny_model(31, train=True)
+    tokens = torch.randint(0, 31, (2, 8))
+    geometry = Geometry(8, 0, clamp_len=None)
+    with torch.inference_mode():
+        model.eval()
+        model(tokens, geometry=geometry)
+    model.train()
+    loss = model(tokens, targets=tokens, geometry=geometry).nll.mean()
+    loss.backward()  # raised "Inference tensors cannot be saved for backward" when shared
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

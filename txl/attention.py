@@ -124,12 +124,19 @@ class RelMultiHeadAttention(nn.Module):
         (H, D, M+T+1), W_R r_d of the distances the rel-shift reads (`shift_columns`), computed
         once (txl.kv_memory.PositionKeys) ("rel"). The memory is not projected again.
         -> (out (B, T, d), the Extended)."""
-        x_h = self.norm(h) if self.pre_lnorm else h  # (B, T, d)
-        q, k, v = self._segment_qkv(x_h)  # (H, B, T, D) each
+        q, k, v = self._segment_qkv(self.norm(h) if self.pre_lnorm else h)  # (H, B, T, D) each
         kv = extend(k, v)  # (H, B, K, D) each
         out = self._attend(h, q, kv.keys, kv.values, mask, rel_dist, n_dist, None, bias_u,
                            bias_v, r_grid)  # fmt: skip
         return out, kv
+
+    def extend_kv(self, h: Tensor, extend):
+        """Only the segment's keys and values, appended by `extend` (as in `forward_kv`): for a
+        segment whose outputs nobody reads, the memory still needs them. Through the same fused
+        matmul as `forward_kv` (its queries unused), so the memory holds the same bits either
+        way. -> the Extended."""
+        _, k, v = self._segment_qkv(self.norm(h) if self.pre_lnorm else h)  # (H, B, T, D) each
+        return extend(k, v)
 
     def _segment_qkv(self, x_h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Q, K, V of the segment in one matmul -> (H, B, T, D) each. The memory's K and V are

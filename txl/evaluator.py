@@ -89,6 +89,7 @@ def stream_nll(
     dtype: torch.dtype = torch.float32,
     cache: str = "auto",
     position_keys: PositionKeys | None = None,
+    positions: np.ndarray | None = None,
 ) -> StreamResult:
     """Segment-by-segment evaluation with the memory. tokens, doc_ids: (B, N) int.
 
@@ -96,9 +97,19 @@ def stream_nll(
     prefix's LAST token (one-token overlap: that token is the first input, its loss was scored).
     cache: "kv", "hidden" or "auto" (`txl.kv_memory.resolve_cache`; "kv" on an "abs" or "learned"
     model is a ValueError); a memory passed in must be of that kind. position_keys: W_R r_d kept
-    across calls on the same weights (None: built for this call)."""
+    across calls on the same weights (None: built for this call). positions: (B, N) bool, the
+    targets the caller reads (None: all); a segment with none of them in any row only renews the
+    memory (`TransformerXL.forward(outputs=False)`: no last-layer attention, feed-forward or
+    logits), and its targets stay NaN. The scores of a segment that is computed, and the
+    memory, are the same bits either way."""
     tokens, doc_ids = _check_arrays(tokens, doc_ids)
     B, N = tokens.shape
+    if positions is not None:
+        positions = np.asarray(positions, dtype=bool)
+        if positions.shape != (B, N):
+            raise ValueError(
+                f"positions must have the shape of tokens {(B, N)}, got {positions.shape}"
+            )
     nll = np.full((B, N), np.nan)
     correct = np.zeros((B, N), dtype=bool)
     with _evaluating(model, device, dtype) as (m, dev):
@@ -119,6 +130,7 @@ def stream_nll(
         ids = torch.as_tensor(doc_ids, device=dev)  # (B, N)
         for start in range(0, N - 1, geometry.tgt_len):
             end = min(start + geometry.tgt_len, N - 1)  # inputs start … end−1
+            read = positions is None or bool(positions[:, start + 1 : end + 1].any())
             out = m(
                 x[:, start:end],
                 ids[:, start:end],
@@ -127,8 +139,11 @@ def stream_nll(
                 geometry=geometry,
                 return_logits=True,
                 position_keys=position_keys,
+                outputs=read,
             )
             memory = out.memory
+            if not read:
+                continue
             nll[:, start + 1 : end + 1] = out.nll.double().cpu().numpy()
             pred = out.logits.argmax(dim=-1)  # (B, T)
             correct[:, start + 1 : end + 1] = (pred == x[:, start + 1 : end + 1]).cpu().numpy()

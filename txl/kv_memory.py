@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from txl.memory import CachedPositions
+
 CACHES = ("kv", "hidden")
 EXACT_KV = ("rel", "shaw")  # position encodings whose cached keys do not move with the window
 
@@ -51,6 +53,11 @@ def resolve_cache(requested: str, pos_enc: str) -> tuple[str, str]:
     if requested == "kv":
         raise ValueError(f"cache 'kv' is not exact for {why}; use cache 'hidden' or 'auto'")
     return "hidden", why
+
+
+# Segments of space a store keeps after [memory; segment] (`KVMemory.extend`, `select`): a
+# stream then copies its memory once per this many segments instead of once per segment.
+ROOM_SEGMENTS = 8
 
 
 class _Store:
@@ -76,7 +83,7 @@ class Extended:
 
 
 @dataclass
-class KVMemory:
+class KVMemory(CachedPositions):
     keys: tuple[Tensor, ...]  # n_layer × (H, B, M, D)
     values: tuple[Tensor, ...]  # n_layer × (H, B, M, D)
     doc_ids: Tensor  # (B, M) long
@@ -114,15 +121,6 @@ class KVMemory:
         )
 
     @property
-    def length(self) -> int:
-        """M, the number of cached positions (the same at every layer)."""
-        return self.doc_ids.shape[1]
-
-    @property
-    def batch_size(self) -> int:
-        return self.doc_ids.shape[0]
-
-    @property
     def n_layer(self) -> int:
         return len(self.keys)
 
@@ -157,11 +155,7 @@ class KVMemory:
         end = a + M + T
         return Extended(store.keys[:, :, a:end], store.values[:, :, a:end], store, a)
 
-    def truncate(self, mem_len: int) -> KVMemory:
-        """The last `mem_len` positions (all of them if there are fewer)."""
-        if self.length <= mem_len:
-            return self
-        start = self.length - mem_len
+    def _from(self, start: int) -> KVMemory:
         return KVMemory(
             tuple(k[:, :, start:] for k in self.keys),
             tuple(v[:, :, start:] for v in self.values),
@@ -170,14 +164,35 @@ class KVMemory:
             None if self.offsets is None else tuple(o + start for o in self.offsets),
         )
 
-    def select(self, index: Tensor) -> KVMemory:
-        """Rows `index` (B',) long, e.g. to fork a shared prefix into several continuations."""
+    def select(self, index: Tensor, room: int = 0) -> KVMemory:
+        """Rows `index` (B',) long, e.g. to fork a shared prefix into several continuations.
+        room > 0: the rows are gathered into new stores with space for `room` more positions, so
+        the next segments append in place (`extend`) instead of copying the memory once more."""
         index = torch.as_tensor(index, dtype=torch.long, device=self.doc_ids.device)
+        doc_ids = self.doc_ids.index_select(0, index)
+        if room <= 0:
 
-        def rows(ts: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
-            return tuple(t.index_select(1, index.to(t.device)) for t in ts)
+            def rows(ts: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+                return tuple(t.index_select(1, index.to(t.device)) for t in ts)
 
-        return KVMemory(rows(self.keys), rows(self.values), self.doc_ids.index_select(0, index))
+            return KVMemory(rows(self.keys), rows(self.values), doc_ids)
+        M = self.length
+        stores = []
+        for k, v in zip(self.keys, self.values, strict=True):
+            H, _, _, D = k.shape
+            shape = (H, len(index), M + room, D)
+            store = _Store(k.new_empty(shape), v.new_empty(shape), M)
+            i = index.to(k.device)
+            torch.index_select(k, 1, i, out=store.keys[:, :, :M])
+            torch.index_select(v, 1, i, out=store.values[:, :, :M])
+            stores.append(store)
+        return KVMemory(
+            tuple(st.keys[:, :, :M] for st in stores),
+            tuple(st.values[:, :, :M] for st in stores),
+            doc_ids,
+            tuple(stores),
+            (0,) * len(stores),
+        )
 
     def to(
         self, device: torch.device | str | None = None, dtype: torch.dtype | None = None

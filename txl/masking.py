@@ -78,10 +78,29 @@ def score_mask(
         and (not reset or bool((doc_k == doc_k[:, :1]).all()))
     )
     if shared:
-        band = _band(T, K, same_length_mem, doc_q.device)[None, None]  # (1, 1, T, K)
-        return ScoreMask(band, n_head, batch=doc_q.shape[0])
+        return _shared_mask(
+            T, K, same_length_mem, doc_q.device, n_head, doc_q.shape[0],
+            torch.is_inference_mode_enabled(),
+        )  # fmt: skip
     visible = attention_mask(doc_q, doc_k, same_length_mem=same_length_mem, reset=reset)
     return ScoreMask(visible, n_head)
+
+
+@functools.lru_cache(maxsize=32)
+def _shared_mask(
+    T: int,
+    K: int,
+    same_length_mem: int | None,
+    device: torch.device,
+    n_head: int,
+    batch: int,
+    inference: bool,
+) -> ScoreMask:
+    """The ScoreMask of a band every row shares, kept per shape as the bands are: segment after
+    segment of a stream builds the same one, and its bias and `has_key` are read, never written.
+    Kept apart for inference mode (`inference`): tensors made there cannot be saved for a
+    backward pass, so a training step must never be handed one."""
+    return ScoreMask(_band(T, K, same_length_mem, device)[None, None], n_head, batch=batch)
 
 
 def relative_distances(q_len: int, k_len: int, limit: int, device=None) -> Tensor:

@@ -18,8 +18,34 @@ import torch
 from torch import Tensor
 
 
+class CachedPositions:
+    """What every memory is: M cached positions per row, with their doc ids (B, M). Each kind
+    says how to keep its positions from `start` on (`_from`); cutting to a geometry's mem_len is
+    then the same for all."""
+
+    doc_ids: Tensor  # (B, M) long
+
+    @property
+    def length(self) -> int:
+        """M, the number of cached positions (the same at every layer)."""
+        return self.doc_ids.shape[1]
+
+    @property
+    def batch_size(self) -> int:
+        return self.doc_ids.shape[0]
+
+    def truncate(self, mem_len: int):
+        """The last `mem_len` positions (all of them if there are fewer)."""
+        if self.length <= mem_len:
+            return self
+        return self._from(self.length - mem_len)
+
+    def _from(self, start: int):
+        raise NotImplementedError
+
+
 @dataclass
-class Memory:
+class Memory(CachedPositions):
     states: tuple[Tensor, ...]  # n_layer × (B, M, d_model), detached; states[l] = input of layer l
     doc_ids: Tensor  # (B, M) long
 
@@ -37,15 +63,6 @@ class Memory:
             torch.zeros(batch, 0, d_model, device=device, dtype=dtype) for _ in range(n_layer)
         )
         return cls(states, torch.zeros(batch, 0, dtype=torch.long, device=device))
-
-    @property
-    def length(self) -> int:
-        """M, the number of cached positions (the same at every layer)."""
-        return self.doc_ids.shape[1]
-
-    @property
-    def batch_size(self) -> int:
-        return self.doc_ids.shape[0]
 
     @property
     def n_layer(self) -> int:
@@ -68,11 +85,7 @@ class Memory:
             ids = torch.cat([self.doc_ids, doc_ids.to(self.doc_ids.device)], dim=1)[:, start:]
         return Memory(states, ids)
 
-    def truncate(self, mem_len: int) -> Memory:
-        """The last `mem_len` positions (all of them if there are fewer)."""
-        if self.length <= mem_len:
-            return self
-        start = self.length - mem_len
+    def _from(self, start: int) -> Memory:
         return Memory(tuple(s[:, start:] for s in self.states), self.doc_ids[:, start:])
 
     def select(self, index: Tensor) -> Memory:

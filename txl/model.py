@@ -53,7 +53,7 @@ from torch import Tensor, nn
 from txl.attention import RelMultiHeadAttention
 from txl.config import TXLConfig
 from txl.geometry import Geometry
-from txl.kv_memory import KVMemory, PositionKeys, resolve_cache
+from txl.kv_memory import ROOM_SEGMENTS, KVMemory, PositionKeys, resolve_cache
 from txl.masking import ScoreMask, relative_distances, score_mask
 from txl.memory import Memory
 from txl.positional import LearnedAbsolute, ShawRelative, SinusoidEncoding, window_positions
@@ -166,21 +166,24 @@ class TransformerXL(nn.Module):
         geometry: Geometry | None = None,
         return_logits: bool = False,
         position_keys: PositionKeys | None = None,
+        outputs: bool = True,
     ) -> TXLOutput:
         """tokens, doc_ids, targets: (B, T) long. doc_ids None: all zeros (one document).
         memory None: empty (hidden states); a KVMemory: evaluation over cached keys and values
         (`forward_hidden`). geometry None: the model's default with tgt_len = T (only mem_len,
-        clamp_len, same_length and reset matter here).
+        clamp_len, same_length and reset matter here). outputs=False: only the new memory
+        (`forward_hidden`); nll and logits then have no positions, (B, 0) and (B, 0, V).
 
         nll[b, t] = −log p(targets[b, t] | tokens[b, :t+1] and the memory), unreduced, in the
         dtype of the logits (targets equal to −100 get 0, as F.cross_entropy)."""
         hidden, new_memory = self.forward_hidden(
-            tokens, doc_ids, memory, geometry, position_keys=position_keys
-        )  # (B, T, d)
+            tokens, doc_ids, memory, geometry, position_keys=position_keys, outputs=outputs
+        )  # (B, T, d), or (B, 0, d)
         logits = self.head(hidden)  # (B, T, V)
         nll = None
         if targets is not None:
-            B, T = tokens.shape
+            B, T = hidden.shape[:2]
+            targets = targets if outputs else targets[:, :0]
             nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
             nll = nll.view(B, T)  # (B, T)
         return TXLOutput(nll=nll, logits=logits if return_logits else None, memory=new_memory)
@@ -198,8 +201,15 @@ class TransformerXL(nn.Module):
         geometry: Geometry | None = None,
         *,
         position_keys: PositionKeys | None = None,
+        outputs: bool = True,
     ) -> tuple[Tensor, Memory | KVMemory]:
         """The trunk: -> (last hidden state after dropout (B, T, d), new memory of the same kind).
+
+        outputs=False: only the new memory, for a segment none of whose outputs is read (an
+        evaluator scoring a few positions of a long stream). The memory holds each layer's input
+        (or its keys and values), so the last layer's attention and feed-forward are skipped
+        and the hidden state comes back with no positions, (B, 0, d); the memory is the same
+        bits as with outputs=True.
 
         A memory longer than geometry.mem_len is cut to its last mem_len positions first: a query
         never sees more than mem_len cached positions (mem_len 0: no recurrence at all).
@@ -243,7 +253,9 @@ class TransformerXL(nn.Module):
 
         h = self.drop(self.word_emb(tokens) * self.emb_scale)  # (B, T, d)
         if kv:
-            return self._forward_kv(h, doc_ids, memory, mask, K, limit, geometry, position_keys)
+            return self._forward_kv(
+                h, doc_ids, memory, mask, K, limit, geometry, position_keys, outputs
+            )
 
         pos: dict = {}
         abs_pos = None  # (K, d) window-relative absolute encoding for [mem; h] ("abs")
@@ -258,8 +270,12 @@ class TransformerXL(nn.Module):
                 abs_pos = self.sinusoid(limit + 1)[window]  # (K, d)
 
         hiddens = []
+        last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             hiddens.append(h)  # the memory caches each layer's input (before positions are added)
+            if i == last and not outputs:  # nothing reads the last layer's output
+                h = h[:, :0]
+                break
             mem = memory.states[i]  # (B, M, d)
             if cfg.pos_enc == "learned":
                 abs_pos = layer.pos_emb(window)  # (K, d) this layer's table
@@ -308,8 +324,10 @@ class TransformerXL(nn.Module):
         limit: int,
         geometry: Geometry,
         position_keys: PositionKeys | None,
+        outputs: bool = True,
     ) -> tuple[Tensor, KVMemory]:
-        """forward_hidden over cached keys and values (see there)."""
+        """forward_hidden over cached keys and values (see there). outputs=False: the last layer
+        projects the segment's keys and values for the memory and stops there."""
         cfg = self.config
         T = h.shape[1]
         rel_dist = relative_distances(T, n_keys, limit, device=h.device)  # (T, K)
@@ -321,18 +339,20 @@ class TransformerXL(nn.Module):
             rows = max(most, limit) + 1
         layers = []
         start = max(0, n_keys - geometry.mem_len)  # what the next segment keeps
-        room = 8 * T  # positions a store holds beyond [memory; segment]: a copy per 8 segments
+        room = ROOM_SEGMENTS * T  # positions a store holds beyond [memory; segment]
+        last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
+            extend = functools.partial(memory.extend, i, room=room)
+            if i == last and not outputs:  # the memory needs this layer's keys and values only
+                layers.append(layer.attn.extend_kv(h, extend))
+                h = h[:, :0]
+                break
             if cfg.pos_enc == "rel":
                 pos["r_grid"] = position_keys.grid(
                     i, layer.attn, rows, self.sinusoid, rel_dist, limit
                 )
             h, kv = layer.attn.forward_kv(
-                h,
-                functools.partial(memory.extend, i, room=room),
-                mask,
-                **pos,
-                **self._relative_biases(layer.attn),
+                h, extend, mask, **pos, **self._relative_biases(layer.attn)
             )
             h = layer.ff(h)  # (B, T, d)
             layers.append(kv)

@@ -177,7 +177,7 @@ class CachedTXL(_TXLBase):
     @torch.inference_mode()
     def score_shared(self, tokens, doc_ids, positions, geometry, *, parent, shared) -> TokenScores:
         from txl.evaluator import stream_nll
-        from txl.kv_memory import PositionKeys
+        from txl.kv_memory import ROOM_SEGMENTS, PositionKeys
 
         check_inputs(tokens, doc_ids, positions)
         tokens = np.ascontiguousarray(tokens, dtype=np.int64)
@@ -190,10 +190,18 @@ class CachedTXL(_TXLBase):
             return TokenScores(nll, correct)
         birth, end, eff_parent = fork_plan(positions, np.asarray(parent), np.asarray(shared), T, N)
         bounds = sorted({0, N - 1, *birth.tolist(), *end.tolist()})
+        # the targets each row's stream computes: its own and those its forks copy from it (a
+        # segment none of them falls in only renews the memory: stream_nll's `positions`)
+        wanted = np.array(positions, dtype=bool)
+        for r in sorted(range(R), key=lambda i: -birth[i]):
+            if eff_parent[r] >= 0:
+                wanted[eff_parent[r], : birth[r] + 1] |= wanted[r, : birth[r] + 1]
         active: list[int] = []
         memory = None
         # W_R r_d, once for the whole call (the weights cannot change within it)
         position_keys = PositionKeys() if self.cache == "kv" else None
+        # a forked KV memory gets space for the next segments (it appends in place)
+        room = {"room": ROOM_SEGMENTS * T} if self.cache == "kv" else {}
         for i, s in enumerate(bounds):
             born = [r for r in range(R) if birth[r] == s and (eff_parent[r] >= 0 or s == 0)]
             for r in born:  # a fork starts with its parent's scores for the shared targets
@@ -212,7 +220,7 @@ class CachedTXL(_TXLBase):
             else:
                 where = {r: j for j, r in enumerate(active)}
                 index = [where[r] if r in where else where[int(eff_parent[r])] for r in running]
-                memory = memory.select(torch.tensor(index, dtype=torch.long))
+                memory = memory.select(torch.tensor(index, dtype=torch.long), **room)
             rows = np.array(running)
             out = stream_nll(
                 self.model,
@@ -224,6 +232,7 @@ class CachedTXL(_TXLBase):
                 dtype=self.dtype,
                 cache=self.cache,
                 position_keys=position_keys,
+                positions=wanted[rows, s : e + 1],
             )
             nll[rows, s + 1 : e + 1] = out.nll[:, 1:]
             correct[rows, s + 1 : e + 1] = out.correct[:, 1:]
