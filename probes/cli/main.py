@@ -20,6 +20,7 @@ import io
 import os
 import sys
 import traceback
+from typing import NoReturn
 
 import click
 
@@ -188,7 +189,31 @@ for command in (
 
 
 def main() -> None:
-    cli()
+    """The `probe` command (and `python -m probes.cli`): the CLI, then an exit that skips the
+    interpreter's teardown. By then every command has written and closed its files; atexit
+    handlers still run and other threads are joined as a normal exit would. What is skipped is
+    freeing torch's modules and objects one by one: about 0.45 s of nothing (measured with
+    `python -c "import torch"` against the same with os._exit)."""
+    code = cli.main(standalone_mode=False)
+    leave(code if isinstance(code, int) else EXIT_OK)
+
+
+def leave(code: int) -> NoReturn:
+    """Exit with `code` as the interpreter would, less its teardown (see `main`)."""
+    import atexit
+    import threading
+
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:  # None: the process started without that descriptor
+                stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":
