@@ -111,3 +111,17 @@ def test_a_probe_that_cannot_divide_its_scoring_is_refused_under_several_ranks(
         cwd=tmp_path,
     )
     assert quiet.returncode == 2 and quiet.stderr == ""
+
+
+def test_a_process_knows_its_place_from_torchrun_without_importing_torch():
+    """One declaration of the place (txl.place.Place): the probe runs' Ranks is one, read from
+    torchrun's environment before torch is loaded; training's txl.distributed takes the same."""
+    code = (
+        "import sys; from probes.framework.ranks import Ranks; from txl.place import Place; "
+        "r = Ranks.from_env(); assert isinstance(r, Place) and type(r) is Ranks; "
+        "assert (r.rank, r.world_size, r.local_rank, r.local_world_size) == (1, 3, 1, 2); "
+        "assert r.enabled and not r.is_main; assert 'torch' not in sys.modules"
+    )
+    env = {**os.environ, "RANK": "1", "WORLD_SIZE": "3", "LOCAL_RANK": "1"}
+    env["LOCAL_WORLD_SIZE"] = "2"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)

@@ -1,50 +1,24 @@
-"""Several processes under torchrun: who am I, the few collectives the training loop needs, and
-the DistributedDataParallel wrapper that averages gradients over ranks.
+"""Several processes under torchrun: the process group, the few collectives the training loop
+needs, and the DistributedDataParallel wrapper that averages gradients over ranks.
 
-torchrun sets RANK, WORLD_SIZE and LOCAL_RANK (and MASTER_ADDR/PORT); without them this is a
-single process and every helper is a no-op. Backend: NCCL on CUDA, gloo on CPU.
+Who this process is among them is txl.place.Place (torchrun's RANK, WORLD_SIZE, LOCAL_RANK;
+MASTER_ADDR/PORT for the group); without them this is a single process and every helper is a
+no-op. Backend: NCCL on CUDA, gloo on CPU.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-
-@dataclass(frozen=True)
-class DistContext:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-
-    @property
-    def enabled(self) -> bool:
-        return self.world_size > 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
+from txl.place import Place
 
 
-def context_from_env() -> DistContext:
-    """This process's place, from torchrun's environment (a single process without it)."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size <= 1:
-        return DistContext()
-    return DistContext(
-        rank=int(os.environ["RANK"]),
-        world_size=world_size,
-        local_rank=int(os.environ.get("LOCAL_RANK", "0")),
-    )
-
-
-def init(ctx: DistContext, device: torch.device) -> None:
+def init(ctx: Place, device: torch.device) -> None:
     """Join the process group (idempotent; nothing for a single process)."""
     if not ctx.enabled or dist.is_initialized():
         return
@@ -93,7 +67,7 @@ def barrier() -> None:
         dist.barrier()
 
 
-def wrap_model(model: nn.Module, ctx: DistContext, device: torch.device) -> nn.Module:
+def wrap_model(model: nn.Module, ctx: Place, device: torch.device) -> nn.Module:
     """The module to call in training: `model` under DistributedDataParallel with several
     processes (gradients averaged over ranks), `model` itself with one."""
     if not ctx.enabled:

@@ -50,10 +50,10 @@ from torch import nn
 from txl import distributed
 from txl.architecture import TRANSFORMER_XL, Architecture
 from txl.device import peak_flops, resolve_device
-from txl.distributed import DistContext
 from txl.memory import Memory
 from txl.metrics_log import METRICS_FILE, MetricsLog
 from txl.optimizer import adamw
+from txl.place import Place
 from txl.progress import TrainProgress, eval_line
 from txl.rng import isolated_rng
 from txl.run_dir import (
@@ -116,7 +116,7 @@ class _Run:
         out: Path,
         tokenizer: dict,
         eval_fn: EvalFn | None,
-        ctx: DistContext,
+        ctx: Place,
         device: torch.device,
         progress: bool,
         log: Callable[[str], None],
@@ -441,7 +441,7 @@ def train(
     tokenizer: dict[str, Any],
     eval_fn: EvalFn | None = None,
     resume: bool = False,
-    ctx: DistContext | None = None,
+    ctx: Place | None = None,
     progress: bool | None = None,
     quiet: bool = False,
     command: str | None = None,
@@ -457,7 +457,7 @@ def train(
     except for RUNTIME_KEYS. Raises RunDirError / ConfigError (bad input), NonFiniteLossError,
     TrainingInterrupted (SIGINT/SIGTERM, after saving).
     """
-    ctx = ctx or DistContext()
+    ctx = ctx or Place()
     out = Path(out_dir)
     device = resolve_device(config.device, ctx.local_rank)
     lock = DirLock(out, TRAINER)

@@ -20,38 +20,15 @@ CUDA) is joined when the model's device is known.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
+from txl.place import Place
+
 
 @dataclass(frozen=True)
-class Ranks:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    local_world_size: int = 1
-
-    @property
-    def enabled(self) -> bool:
-        return self.world_size > 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-    @classmethod
-    def from_env(cls) -> Ranks:
-        """This process's place, from torchrun's environment (one process without it)."""
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        if world <= 1:
-            return cls()
-        return cls(
-            rank=int(os.environ["RANK"]),
-            world_size=world,
-            local_rank=int(os.environ.get("LOCAL_RANK", "0")),
-            local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
-        )
+class Ranks(Place):
+    """This process's place (txl.place.Place) and the little a probe run does with it."""
 
     def join(self, device: str) -> None:
         """Join the process group on `device` ("cpu" | "cuda"; CUDA: this rank's own GPU,
@@ -67,9 +44,8 @@ class Ranks:
 
         if dist.is_initialized():
             return
-        ctx = distributed.DistContext(self.rank, self.world_size, self.local_rank)
         where = torch.device("cuda", self.local_rank) if device == "cuda" else torch.device("cpu")
-        distributed.init(ctx, where)
+        distributed.init(self, where)
         _joined = True
 
     def leave(self) -> None:

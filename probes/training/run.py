@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from synth.language import Language
     from synth.stream import TrainStream
-    from txl.distributed import DistContext
+    from txl.place import Place
     from txl.train import EvalFn, TrainResult
     from txl.train_config import TrainConfig
 
@@ -53,7 +53,7 @@ class TrainJob:
 @dataclass(frozen=True)
 class PreparedRun:
     job: TrainJob
-    ctx: DistContext  # this process's place under torchrun
+    ctx: Place  # this process's place under torchrun
     stream: TrainStream  # this rank's shard
     eval_fn: EvalFn | None  # rank 0 only
 
@@ -105,11 +105,11 @@ def prepare(job: TrainJob) -> PreparedRun:
     from probes.training.budget import check_fits
     from probes.training.stream import synth_stream
     from txl.device import resolve_device
-    from txl.distributed import context_from_env
+    from txl.place import Place
     from txl.run_dir import check_run_dir
 
     config, lang = job.config, job.language
-    ctx = context_from_env()
+    ctx = Place.from_env()
     device = resolve_device(config.device, ctx.local_rank)
     if config.arch:  # another architecture: its table checked before anything is built
         from probes.training.hf_arch import check_arch
