@@ -19,7 +19,7 @@ from benchmarks.bench_probe_run import DEFAULT_MODEL, ROOT
 TOP_IMPORTS = 10
 # (phase, a path ending, a function name): cumulative seconds of that function in the profile
 PHASES = (
-    ("whole command (probes.cli main)", "probes/cli/main.py", "main"),
+    ("whole command (the probe CLI)", "probes/cli/main.py", "main"),
     ("prepare: check, load, plan", "probes/framework/runner.py", "prepare"),
     ("  import torch", "torch/__init__.py", "<module>"),
     ("  load the checkpoint", "probes/adapters/txl.py", "load"),
@@ -59,12 +59,20 @@ def import_times(model: Path) -> tuple[float, list[tuple[str, float]]]:
     return wall, sorted(tops, key=lambda x: -x[1])
 
 
+# The job through the CLI group itself: `probe` (probes.cli.main.main) leaves with os._exit,
+# before cProfile could write its file.
+_PROFILED = "import sys; from probes.cli.main import cli; sys.exit(cli.main(sys.argv[1:]))"
+
+
 def phases(model: Path) -> dict[str, float]:
     """Cumulative seconds of each PHASES function in one profiled run of the job."""
     with tempfile.TemporaryDirectory() as out:
         prof = Path(out) / "job.prof"
+        args = _job(model, out)[2:]  # without "-m probes.cli"
+        script = Path(out) / "job.py"
+        script.write_text(_PROFILED + "\n")
         subprocess.run(
-            [sys.executable, "-m", "cProfile", "-o", str(prof), *_job(model, out)],
+            [sys.executable, "-m", "cProfile", "-o", str(prof), str(script), *args],
             capture_output=True,
             cwd=ROOT,
             check=True,
