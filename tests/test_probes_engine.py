@@ -64,7 +64,8 @@ def test_forked_scores_equal_unforked_scores(models):
 def test_a_fork_gets_the_shared_targets_it_reads_even_where_its_parent_reads_none(models, cache):
     """Rows read only a few targets; a fork's targets before its fork point come from its
     parent's stream (and, two forks deep, from its grandparent's), which must compute them
-    although the parent itself reads none of them: the same bits as each row alone."""
+    although the parent itself reads none of them: each row's scores as when it is scored
+    alone (within float32 rounding: the rows that read are computed as smaller batches)."""
     lm = adapters.load(models["mem"], cache=cache)
     g = geometry(lm, tgt_len=8)
     rng = np.random.default_rng(1)
@@ -82,9 +83,11 @@ def test_a_fork_gets_the_shared_targets_it_reads_even_where_its_parent_reads_non
         tokens, docs, pos, g, parent=np.array([-1, 0, 1]), shared=np.array([0, 30, 45])
     )
     alone = [lm.score(tokens[r : r + 1], docs[r : r + 1], pos[r : r + 1], g) for r in range(R)]
-    np.testing.assert_array_equal(forked.nll, np.concatenate([a.nll for a in alone]))
-    np.testing.assert_array_equal(forked.correct, np.concatenate([a.correct for a in alone]))
     assert np.isfinite(forked.nll[pos]).all() and np.isnan(forked.nll[~pos]).all()
+    np.testing.assert_allclose(
+        forked.nll[pos], np.concatenate([a.nll for a in alone])[pos], rtol=0, atol=1e-5
+    )
+    np.testing.assert_array_equal(forked.correct, np.concatenate([a.correct for a in alone]))
 
 
 class IdentityProbe(PairedProbe):

@@ -58,6 +58,29 @@ def test_stream_nll_at_t_is_the_loss_of_token_t(pos_enc):
 
 
 @pytest.mark.parametrize("pos_enc", POS_ENCS)
+@given(tgt=st.integers(1, 5), mem=st.integers(0, 6), seed=st.integers(0, 2**16))
+def test_rows_that_read_nothing_in_a_segment_skip_its_outputs_under_every_encoding(
+    pos_enc, tgt, mem, seed
+):
+    """The hidden-state memory (every encoding, absolute ones too) under `positions`: a row's
+    read segments score as when everything is read, the others stay NaN, the memory is the
+    same bits."""
+    model = MODELS[pos_enc]
+    tokens, docs = _data(seed)
+    read = np.random.default_rng(seed).random(tokens.shape) < 0.1
+    g = Geometry(tgt, mem)
+    every = stream_nll(model, tokens, docs, g, dtype=torch.float64, cache="hidden")
+    few = stream_nll(model, tokens, docs, g, dtype=torch.float64, cache="hidden", positions=read)
+    for start in range(0, tokens.shape[1] - 1, tgt):
+        cols = slice(start + 1, start + tgt + 1)
+        rows = read[:, cols].any(axis=1)
+        _close(few.nll[rows, cols], every.nll[rows, cols])
+        assert np.isnan(few.nll[~rows, cols]).all()
+    for a, b in zip(few.memory.states, every.memory.states, strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("pos_enc", POS_ENCS)
 @given(k=st.integers(1, 3), tgt=st.integers(1, 4), mem=st.integers(0, 6))
 def test_stream_continues_from_returned_memory_with_one_token_overlap(pos_enc, k, tgt, mem):
     """Prefix tokens[:P] then tokens[P−1:] with the returned memory = one stream (segments aligned:

@@ -248,26 +248,29 @@ def _memory_tensors(memory) -> list[torch.Tensor]:
     cache=st.sampled_from(["kv", "hidden"]),
     seed=st.integers(0, 2**16),
 )
-def test_reading_a_few_targets_changes_no_bit_of_them_or_of_the_memory(
+def test_reading_a_few_targets_computes_them_alone_and_leaves_the_memory_bit_for_bit(
     key, data, geometry, deep, cache, seed
 ):
-    """`positions` names the targets read: a segment with none of them in any row skips the last
-    layer's output (and the logits), and stays NaN; every target of a segment computed, and the
-    memory after the stream, are the same bits as when every target is read."""
+    """`positions` names the targets read: in each segment the rows with none of them skip the
+    last layer's attention and feed-forward (and the logits), and stay NaN there. The rows that
+    read are computed as a smaller batch: the same scores within float32 rounding (a matmul of
+    fewer rows may round otherwise), the same bits where every row reads; the memory after the
+    stream is the same bits."""
     model = DEEP if deep else MODELS[key]
     tokens, docs = data
     B, N = tokens.shape
     T = geometry.tgt_len
-    read = np.random.default_rng(seed).random((B, N)) < 0.05
+    read = np.random.default_rng(seed).random((B, N)) < 0.08
     every = stream_nll(model, tokens, docs, geometry, cache=cache)
     few = stream_nll(model, tokens, docs, geometry, cache=cache, positions=read)
     for start in range(0, N - 1, T):
         cols = slice(start + 1, min(start + T, N - 1) + 1)  # this segment's targets
-        if read[:, cols].any():
+        rows = read[:, cols].any(axis=1)
+        if rows.all():
             np.testing.assert_array_equal(few.nll[:, cols], every.nll[:, cols])
             np.testing.assert_array_equal(few.correct[:, cols], every.correct[:, cols])
-        else:
-            assert np.isnan(few.nll[:, cols]).all() and not few.correct[:, cols].any()
+        _close(few.nll[rows, cols], every.nll[rows, cols])
+        assert np.isnan(few.nll[~rows, cols]).all() and not few.correct[~rows, cols].any()
     assert few.memory.length == every.memory.length
     for a, b in zip(_memory_tensors(few.memory), _memory_tensors(every.memory), strict=True):
         assert torch.equal(a, b)

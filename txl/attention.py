@@ -117,26 +117,27 @@ class RelMultiHeadAttention(nn.Module):
         r_grid: Tensor | None = None,
         bias_u: Tensor | None = None,
         bias_v: Tensor | None = None,
+        rows: Tensor | None = None,
     ):
         """The same layer over a memory of projected keys and values (txl.kv_memory; evaluation,
         "rel" and "shaw" only): `extend(k, v)` takes the segment's own keys and values
         (H, B, T, D) and returns [memory; segment] (`KVMemory.extend`: an `Extended`); r_grid:
         (H, D, M+T+1), W_R r_d of the distances the rel-shift reads (`shift_columns`), computed
-        once (txl.kv_memory.PositionKeys) ("rel"). The memory is not projected again.
-        -> (out (B, T, d), the Extended)."""
+        once (txl.kv_memory.PositionKeys) ("rel"). The memory is not projected again. rows: the
+        batch rows whose output is wanted ((b,) long; None: all): every row's keys and values
+        go to the memory, the attention runs for those rows only.
+        -> (out (B, T, d), or (b, T, d), the Extended)."""
         q, k, v = self._segment_qkv(self.norm(h) if self.pre_lnorm else h)  # (H, B, T, D) each
         kv = extend(k, v)  # (H, B, K, D) each
-        out = self._attend(h, q, kv.keys, kv.values, mask, rel_dist, n_dist, None, bias_u,
-                           bias_v, r_grid)  # fmt: skip
+        keys, values = kv.keys, kv.values
+        if rows is not None:
+            if len(rows) == 0:  # only the memory is wanted
+                return h[:0], kv
+            h, q, mask = h[rows], q[:, rows], mask.select(rows)
+            keys, values = keys[:, rows], values[:, rows]
+        out = self._attend(h, q, keys, values, mask, rel_dist, n_dist, None, bias_u, bias_v,
+                           r_grid)  # fmt: skip
         return out, kv
-
-    def extend_kv(self, h: Tensor, extend):
-        """Only the segment's keys and values, appended by `extend` (as in `forward_kv`): for a
-        segment whose outputs nobody reads, the memory still needs them. Through the same fused
-        matmul as `forward_kv` (its queries unused), so the memory holds the same bits either
-        way. -> the Extended."""
-        _, k, v = self._segment_qkv(self.norm(h) if self.pre_lnorm else h)  # (H, B, T, D) each
-        return extend(k, v)
 
     def _segment_qkv(self, x_h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Q, K, V of the segment in one matmul -> (H, B, T, D) each. The memory's K and V are

@@ -98,10 +98,10 @@ def stream_nll(
     cache: "kv", "hidden" or "auto" (`txl.kv_memory.resolve_cache`; "kv" on an "abs" or "learned"
     model is a ValueError); a memory passed in must be of that kind. position_keys: W_R r_d kept
     across calls on the same weights (None: built for this call). positions: (B, N) bool, the
-    targets the caller reads (None: all); a segment with none of them in any row only renews the
-    memory (`TransformerXL.forward(outputs=False)`: no last-layer attention, feed-forward or
-    logits), and its targets stay NaN. The scores of a segment that is computed, and the
-    memory, are the same bits either way."""
+    targets the caller reads (None: all); in each segment a row with none of them only renews
+    the memory (`TransformerXL.forward(output_rows=…)`: no last-layer attention, feed-forward
+    or logits for it), and its targets there stay NaN. The scores of a row's segment that is
+    computed, and the memory, are the same bits either way."""
     tokens, doc_ids = _check_arrays(tokens, doc_ids)
     B, N = tokens.shape
     if positions is not None:
@@ -130,7 +130,10 @@ def stream_nll(
         ids = torch.as_tensor(doc_ids, device=dev)  # (B, N)
         for start in range(0, N - 1, geometry.tgt_len):
             end = min(start + geometry.tgt_len, N - 1)  # inputs start … end−1
-            read = positions is None or bool(positions[:, start + 1 : end + 1].any())
+            read = np.arange(B)  # the rows whose targets in this segment are read
+            if positions is not None:
+                read = np.flatnonzero(positions[:, start + 1 : end + 1].any(axis=1))
+            rows = None if len(read) == B else torch.as_tensor(read, device=dev)
             out = m(
                 x[:, start:end],
                 ids[:, start:end],
@@ -139,14 +142,14 @@ def stream_nll(
                 geometry=geometry,
                 return_logits=True,
                 position_keys=position_keys,
-                outputs=read,
+                output_rows=rows,
             )
             memory = out.memory
-            if not read:
+            if len(read) == 0:
                 continue
-            nll[:, start + 1 : end + 1] = out.nll.double().cpu().numpy()
-            pred = out.logits.argmax(dim=-1)  # (B, T)
-            correct[:, start + 1 : end + 1] = (pred == x[:, start + 1 : end + 1]).cpu().numpy()
+            nll[read, start + 1 : end + 1] = out.nll.double().cpu().numpy()
+            pred = out.logits.argmax(dim=-1).cpu().numpy()  # (b, T)
+            correct[read, start + 1 : end + 1] = pred == tokens[read, start + 1 : end + 1]
     pad = doc_ids < 0
     nll[pad] = np.nan
     correct[pad] = False

@@ -159,6 +159,16 @@ class ScoreMask:
             self._bias[dtype] = torch.where(self.visible, zero, hidden)  # (B, T, K)
         return self._bias[dtype]
 
+    def select(self, rows: Tensor) -> ScoreMask:
+        """The mask of batch rows `rows` ((b,) long): a band shared by every row stays one band
+        (its bias kept), fewer rows."""
+        if self.visible.shape[0] == 1:  # shared (or a single row, which `rows` can only repeat)
+            kept = ScoreMask.__new__(ScoreMask)
+            kept.visible, kept.n_head, kept.batch = self.visible, self.n_head, len(rows)
+            kept.has_key, kept._bias, kept._per_head = self.has_key, self._bias, {}
+            return kept
+        return ScoreMask(self.visible[rows.to(self.visible.device)][:, None], self.n_head)
+
     def per_head(self, dtype: torch.dtype) -> Tensor:
         if dtype not in self._per_head:
             bias = self.bias(dtype)

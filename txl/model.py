@@ -166,24 +166,25 @@ class TransformerXL(nn.Module):
         geometry: Geometry | None = None,
         return_logits: bool = False,
         position_keys: PositionKeys | None = None,
-        outputs: bool = True,
+        output_rows: Tensor | None = None,
     ) -> TXLOutput:
         """tokens, doc_ids, targets: (B, T) long. doc_ids None: all zeros (one document).
         memory None: empty (hidden states); a KVMemory: evaluation over cached keys and values
         (`forward_hidden`). geometry None: the model's default with tgt_len = T (only mem_len,
-        clamp_len, same_length and reset matter here). outputs=False: only the new memory
-        (`forward_hidden`); nll and logits then have no positions, (B, 0) and (B, 0, V).
+        clamp_len, same_length and reset matter here). output_rows: the rows whose nll and
+        logits are computed ((b,) long; None: all), the others only renew the memory
+        (`forward_hidden`); nll and logits are then (b, T) and (b, T, V).
 
         nll[b, t] = −log p(targets[b, t] | tokens[b, :t+1] and the memory), unreduced, in the
         dtype of the logits (targets equal to −100 get 0, as F.cross_entropy)."""
         hidden, new_memory = self.forward_hidden(
-            tokens, doc_ids, memory, geometry, position_keys=position_keys, outputs=outputs
-        )  # (B, T, d), or (B, 0, d)
+            tokens, doc_ids, memory, geometry, position_keys=position_keys, output_rows=output_rows
+        )  # (B, T, d), or (b, T, d)
         logits = self.head(hidden)  # (B, T, V)
         nll = None
         if targets is not None:
             B, T = hidden.shape[:2]
-            targets = targets if outputs else targets[:, :0]
+            targets = targets if output_rows is None else targets[output_rows]
             nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
             nll = nll.view(B, T)  # (B, T)
         return TXLOutput(nll=nll, logits=logits if return_logits else None, memory=new_memory)
@@ -201,15 +202,15 @@ class TransformerXL(nn.Module):
         geometry: Geometry | None = None,
         *,
         position_keys: PositionKeys | None = None,
-        outputs: bool = True,
+        output_rows: Tensor | None = None,
     ) -> tuple[Tensor, Memory | KVMemory]:
         """The trunk: -> (last hidden state after dropout (B, T, d), new memory of the same kind).
 
-        outputs=False: only the new memory, for a segment none of whose outputs is read (an
-        evaluator scoring a few positions of a long stream). The memory holds each layer's input
-        (or its keys and values), so the last layer's attention and feed-forward are skipped
-        and the hidden state comes back with no positions, (B, 0, d); the memory is the same
-        bits as with outputs=True.
+        output_rows: the rows whose last hidden state is wanted ((b,) long; None: all), for an
+        evaluator that reads a few positions of long streams: the others only renew the memory.
+        The memory holds each layer's input (or its keys and values), so the last layer's
+        attention and feed-forward run for those rows only (none: not at all), and the hidden
+        state comes back as (b, T, d). The memory is the same bits either way.
 
         A memory longer than geometry.mem_len is cut to its last mem_len positions first: a query
         never sees more than mem_len cached positions (mem_len 0: no recurrence at all).
@@ -254,7 +255,7 @@ class TransformerXL(nn.Module):
         h = self.drop(self.word_emb(tokens) * self.emb_scale)  # (B, T, d)
         if kv:
             return self._forward_kv(
-                h, doc_ids, memory, mask, K, limit, geometry, position_keys, outputs
+                h, doc_ids, memory, mask, K, limit, geometry, position_keys, output_rows
             )
 
         pos: dict = {}
@@ -273,16 +274,18 @@ class TransformerXL(nn.Module):
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             hiddens.append(h)  # the memory caches each layer's input (before positions are added)
-            if i == last and not outputs:  # nothing reads the last layer's output
-                h = h[:, :0]
-                break
-            mem = memory.states[i]  # (B, M, d)
+            mem, layer_mask = memory.states[i], mask  # (B, M, d)
+            if i == last and output_rows is not None:  # only these rows' outputs are read
+                if len(output_rows) == 0:
+                    h = h[:0]
+                    break
+                h, mem, layer_mask = h[output_rows], mem[output_rows], mask.select(output_rows)
             if cfg.pos_enc == "learned":
                 abs_pos = layer.pos_emb(window)  # (K, d) this layer's table
             if abs_pos is not None and (cfg.pos_enc == "learned" or i == 0):
                 mem = mem.to(h.dtype) + abs_pos[:M]  # (B, M, d)
                 h = h + abs_pos[M:]  # (B, T, d)
-            h = layer(h, mem, mask, **pos, **self._relative_biases(layer.attn))  # (B, T, d)
+            h = layer(h, mem, layer_mask, **pos, **self._relative_biases(layer.attn))  # (B, T, d)
         h = self.drop(h)
         return h, memory.update(hiddens, doc_ids, mem_len)
 
@@ -324,10 +327,10 @@ class TransformerXL(nn.Module):
         limit: int,
         geometry: Geometry,
         position_keys: PositionKeys | None,
-        outputs: bool = True,
+        output_rows: Tensor | None = None,
     ) -> tuple[Tensor, KVMemory]:
-        """forward_hidden over cached keys and values (see there). outputs=False: the last layer
-        projects the segment's keys and values for the memory and stops there."""
+        """forward_hidden over cached keys and values (see there). output_rows: the last layer
+        projects every row's keys and values for the memory and attends for those rows only."""
         cfg = self.config
         T = h.shape[1]
         rel_dist = relative_distances(T, n_keys, limit, device=h.device)  # (T, K)
@@ -336,25 +339,26 @@ class TransformerXL(nn.Module):
             position_keys = position_keys if position_keys is not None else PositionKeys()
             # the largest distance this geometry can ask for, so the table is built once
             most = self._distance_limit(geometry.mem_len + max(geometry.tgt_len, T), geometry)
-            rows = max(most, limit) + 1
+            n_distances = max(most, limit) + 1
         layers = []
         start = max(0, n_keys - geometry.mem_len)  # what the next segment keeps
         room = ROOM_SEGMENTS * T  # positions a store holds beyond [memory; segment]
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
-            extend = functools.partial(memory.extend, i, room=room)
-            if i == last and not outputs:  # the memory needs this layer's keys and values only
-                layers.append(layer.attn.extend_kv(h, extend))
-                h = h[:, :0]
-                break
             if cfg.pos_enc == "rel":
                 pos["r_grid"] = position_keys.grid(
-                    i, layer.attn, rows, self.sinusoid, rel_dist, limit
+                    i, layer.attn, n_distances, self.sinusoid, rel_dist, limit
                 )
             h, kv = layer.attn.forward_kv(
-                h, extend, mask, **pos, **self._relative_biases(layer.attn)
+                h,
+                functools.partial(memory.extend, i, room=room),
+                mask,
+                **pos,
+                **self._relative_biases(layer.attn),
+                rows=output_rows if i == last else None,
             )
-            h = layer.ff(h)  # (B, T, d)
+            if len(h):
+                h = layer.ff(h)  # (B, T, d), or (b, T, d)
             layers.append(kv)
         ids = torch.cat([memory.doc_ids, doc_ids.to(memory.doc_ids.device)], dim=1)
         return self.drop(h), KVMemory.of(layers, ids, start)

@@ -240,9 +240,9 @@ def _execute(p: Prepared, run_dir: RunDir | None, options: RunOptions) -> Summar
         with run_dir.recording(record):
             ctx.run_dir = run_dir
             ctx.log(f"run directory {run_dir.path}")
-            from probes.report.plots import preload
+            from probes.framework.preload import after_scoring
 
-            preload()  # every run writes its plots after scoring
+            after_scoring()  # the plots' and the statistics' imports, during the scoring
             outcome = p.instance.execute(ctx)
             if ctx.text is not None or ctx.bridge is not None:
                 outcome.metrics["unmatched_pairs"] = ctx.unmatched

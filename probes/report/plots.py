@@ -33,27 +33,6 @@ def deferred(plot: Callable[..., None], name: str, *args: Any, **kwargs: Any):
     return draw
 
 
-_preloading: list = []  # the thread importing matplotlib (`preload`), once per process
-
-
-def preload() -> None:
-    """Import matplotlib's figure and Agg canvas in a background thread: a run calls this when
-    its scoring starts, which spends its time in torch with the interpreter lock released, so
-    the ~0.6 s import overlaps the scoring instead of following it. `_figure`'s own import then
-    waits for it (the import lock) or finds it done."""
-    if _preloading:
-        return
-    import threading
-
-    def load() -> None:
-        import matplotlib.backends.backend_agg
-        import matplotlib.figure  # noqa: F401
-
-    thread = threading.Thread(target=load, name="preload-matplotlib", daemon=True)
-    _preloading.append(thread)
-    thread.start()
-
-
 def _figure(width: float, height: float):
     """(fig, ax): a figure of its own, outside pyplot. Importing pyplot costs a third of a second
     more than the figure and the Agg canvas alone, and its global figure list is not needed to
