@@ -40,8 +40,8 @@ from txl.geometry import Geometry
 
 MEMS = (128, 640, 1600, 3800)
 ROWS = 4  # the small batch; the other is the adapter's own (`run_rows`)
-SEGMENTS = 4  # timed segments per stream, after the memory is full
-ROUNDS = 5
+SEGMENTS = 8  # timed segments per stream, after the memory is full
+ROUNDS = 7
 
 
 def _geometry(model, mem: int) -> Geometry:
