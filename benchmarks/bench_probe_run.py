@@ -82,6 +82,7 @@ def run(console) -> None:
         "command",
         "wall s",
         "× floor",
+        "× floor w/o teardown",
         "target",
         "peak RSS MB",
         "target MB",
@@ -115,12 +116,14 @@ def run(console) -> None:
         }
         got = best_of(jobs)
     base = got['python -c "import torch" (the floor)'][0]
+    bare = got["  … without the interpreter's teardown"][0]
     for name, (wall, rss, code, stdout) in got.items():
         is_main = name.startswith("probe run") or name.startswith("  … --cache")
         table.add_row(
             name,
             f"{wall:.2f}",
             f"{wall / base:.1f}×",
+            f"{wall / bare:.1f}×",
             f"≤ {FLOOR_RATIO_TARGET:.0f}×"
             if is_main
             else ("0.3 s" if name == "probe list" else ""),
@@ -134,5 +137,6 @@ def run(console) -> None:
         '× floor: wall time over `python -c "import torch"` measured in the same run; '
         "--cache hidden is the hidden-state memory every run used before the KV memory "
         "(the start-up changes apply to both). `probe` itself exits without the interpreter's "
-        "teardown (probes.cli.main.leave): the second line is the floor on those terms"
+        "teardown (probes.cli.main.leave): the second line is the floor on those terms, and "
+        "the column beside × floor divides by it"
     )

@@ -76,7 +76,9 @@ def phases(model: Path) -> dict[str, float]:
             capture_output=True,
             cwd=ROOT,
             check=True,
-        )
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+                str(ROOT), os.environ.get("PYTHONPATH")]))},  # the script lies outside ROOT
+        )  # fmt: skip
         stats = pstats.Stats(str(prof)).stats  # (file, line, function) → (…, cumulative, …)
     got = {}
     for label, ending, func in PHASES:

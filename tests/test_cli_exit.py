@@ -6,6 +6,7 @@ import sys
 
 LEAVES = """
 import atexit, sys, threading, time
+from concurrent.futures import ThreadPoolExecutor
 from probes.cli.main import leave
 
 atexit.register(lambda: print("atexit ran"))
@@ -13,12 +14,14 @@ def late():
     time.sleep(0.3)
     print("thread finished")
 threading.Thread(target=late).start()
+pool = ThreadPoolExecutor(1)  # its worker waits for work until threading's exit hook stops it
+pool.submit(time.sleep, 0).result()
 sys.stdout.write("buffered, no newline")
 leave(3)
 """
 
 
-def test_leave_keeps_the_code_runs_atexit_joins_threads_and_flushes():
+def test_leave_keeps_the_code_runs_atexit_joins_threads_and_stops_pools_and_flushes():
     p = subprocess.run([sys.executable, "-c", LEAVES], capture_output=True, text=True, timeout=60)
     assert p.returncode == 3, p.stderr
     assert p.stdout.splitlines() == ["buffered, no newlinethread finished", "atexit ran"]

@@ -100,8 +100,9 @@ def stream_nll(
     across calls on the same weights (None: built for this call). positions: (B, N) bool, the
     targets the caller reads (None: all); in each segment a row with none of them only renews
     the memory (`TransformerXL.forward(output_rows=…)`: no last-layer attention, feed-forward
-    or logits for it), and its targets there stay NaN. The scores of a row's segment that is
-    computed, and the memory, are the same bits either way."""
+    or logits for it), and its targets there stay NaN. The memory is the same bits either way;
+    the rows that read are computed as a smaller batch, so their scores match within float32
+    rounding (bit for bit where every row of the segment reads)."""
     tokens, doc_ids = _check_arrays(tokens, doc_ids)
     B, N = tokens.shape
     if positions is not None:

@@ -78,29 +78,23 @@ def score_mask(
         and (not reset or bool((doc_k == doc_k[:, :1]).all()))
     )
     if shared:
-        return _shared_mask(
-            T, K, same_length_mem, doc_q.device, n_head, doc_q.shape[0],
-            torch.is_inference_mode_enabled(),
-        )  # fmt: skip
+        band = _shared_band(T, K, same_length_mem, doc_q.device, n_head,
+                            torch.is_inference_mode_enabled())  # fmt: skip
+        return band.for_rows(doc_q.shape[0])
     visible = attention_mask(doc_q, doc_k, same_length_mem=same_length_mem, reset=reset)
     return ScoreMask(visible, n_head)
 
 
 @functools.lru_cache(maxsize=32)
-def _shared_mask(
-    T: int,
-    K: int,
-    same_length_mem: int | None,
-    device: torch.device,
-    n_head: int,
-    batch: int,
-    inference: bool,
+def _shared_band(
+    T: int, K: int, same_length_mem: int | None, device: torch.device, n_head: int, inference: bool
 ) -> ScoreMask:
     """The ScoreMask of a band every row shares, kept per shape as the bands are: segment after
-    segment of a stream builds the same one, and its bias and `has_key` are read, never written.
+    segment of a stream builds the same one, and its bias and `has_key` (which do not depend on
+    the number of rows) are read, never written; each forward takes it `for_rows` its batch.
     Kept apart for inference mode (`inference`): tensors made there cannot be saved for a
     backward pass, so a training step must never be handed one."""
-    return ScoreMask(_band(T, K, same_length_mem, device)[None, None], n_head, batch=batch)
+    return ScoreMask(_band(T, K, same_length_mem, device)[None, None], n_head, batch=1)
 
 
 def relative_distances(q_len: int, k_len: int, limit: int, device=None) -> Tensor:
@@ -159,14 +153,20 @@ class ScoreMask:
             self._bias[dtype] = torch.where(self.visible, zero, hidden)  # (B, T, K)
         return self._bias[dtype]
 
+    def for_rows(self, batch: int) -> ScoreMask:
+        """This mask for `batch` rows, when every row has the same one (visible (1, T, K)): the
+        band, its bias and `has_key` shared, the per-row tensors (`per_head`) its own."""
+        assert self.visible.shape[0] == 1, "only a mask every row shares holds for any batch"
+        out = ScoreMask.__new__(ScoreMask)
+        out.visible, out.n_head, out.batch = self.visible, self.n_head, batch
+        out.has_key, out._bias, out._per_head = self.has_key, self._bias, {}
+        return out
+
     def select(self, rows: Tensor) -> ScoreMask:
-        """The mask of batch rows `rows` ((b,) long): a band shared by every row stays one band
-        (its bias kept), fewer rows."""
+        """The mask of batch rows `rows` ((b,) long): a band shared by every row stays one band,
+        fewer rows."""
         if self.visible.shape[0] == 1:  # shared (or a single row, which `rows` can only repeat)
-            kept = ScoreMask.__new__(ScoreMask)
-            kept.visible, kept.n_head, kept.batch = self.visible, self.n_head, len(rows)
-            kept.has_key, kept._bias, kept._per_head = self.has_key, self._bias, {}
-            return kept
+            return self.for_rows(len(rows))
         return ScoreMask(self.visible[rows.to(self.visible.device)][:, None], self.n_head)
 
     def per_head(self, dtype: torch.dtype) -> Tensor:

@@ -190,12 +190,16 @@ class CachedTXL(_TXLBase):
             return TokenScores(nll, correct)
         birth, end, eff_parent = fork_plan(positions, np.asarray(parent), np.asarray(shared), T, N)
         bounds = sorted({0, N - 1, *birth.tolist(), *end.tolist()})
-        # the targets each row's stream computes: its own and those its forks copy from it (a
-        # segment none of them falls in only renews the memory: stream_nll's `positions`)
-        wanted = np.array(positions, dtype=bool)
-        for r in sorted(range(R), key=lambda i: -birth[i]):
-            if eff_parent[r] >= 0:
-                wanted[eff_parent[r], : birth[r] + 1] |= wanted[r, : birth[r] + 1]
+        # the targets each row's stream computes: its own and those its forks copy from it (in
+        # a segment a row reads none of, it only renews the memory: stream_nll's `positions`).
+        # The KV memory only: the hidden-state memory computes every output, as every run
+        # recorded before the KV memory did, so those rerun bit for bit.
+        wanted = None
+        if self.cache == "kv":
+            wanted = np.array(positions, dtype=bool)
+            for r in sorted(range(R), key=lambda i: -birth[i]):
+                if eff_parent[r] >= 0:
+                    wanted[eff_parent[r], : birth[r] + 1] |= wanted[r, : birth[r] + 1]
         active: list[int] = []
         memory = None
         # W_R r_d, once for the whole call (the weights cannot change within it)
@@ -232,7 +236,7 @@ class CachedTXL(_TXLBase):
                 dtype=self.dtype,
                 cache=self.cache,
                 position_keys=position_keys,
-                positions=wanted[rows, s : e + 1],
+                positions=None if wanted is None else wanted[rows, s : e + 1],
             )
             nll[rows, s + 1 : e + 1] = out.nll[:, 1:]
             correct[rows, s + 1 : e + 1] = out.correct[:, 1:]

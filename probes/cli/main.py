@@ -199,13 +199,14 @@ def main() -> None:
 
 
 def leave(code: int) -> NoReturn:
-    """Exit with `code` as the interpreter would, less its teardown (see `main`)."""
+    """Exit with `code` as the interpreter would, less its teardown (see `main`): the steps of
+    a normal exit in its order — threading's exit hooks (which stop, e.g., a
+    concurrent.futures pool) and the join of every non-daemon thread, then the atexit
+    handlers — and `os._exit` after flushing stdout and stderr."""
     import atexit
     import threading
 
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    threading._shutdown()  # what the interpreter calls first at exit (hooks, then joins)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -20,7 +20,10 @@ def after_scoring() -> None:
 
     def load() -> None:
         for name in AFTER_SCORING:
-            importlib.import_module(name)
+            try:
+                importlib.import_module(name)
+            except Exception:  # the import where it is needed says what failed
+                return
 
     thread = threading.Thread(target=load, name="preload-after-scoring", daemon=True)
     _started.append(thread)
