@@ -46,7 +46,8 @@ def diagnose_command(
     table (a row per effect, a column per model), one plot (diagnose_models.png) and one run
     directory <out>/diagnose/<id1>+<id2>+…/; RECL runs once with the models as its group.
     """
-    from probes.framework.diagnose import diagnose, diagnose_models
+    from probes.framework.diagnose import diagnose
+    from probes.framework.diagnose_models import diagnose_models
     from probes.framework.models import split_models
     from probes.framework.probe import ProbeInputError
     from probes.framework.progress import Progress

@@ -70,7 +70,8 @@ def rerun(
         )
     argv = ["probe", "rerun", str(run_dir)]
     if record.get("command") == "diagnose":
-        from probes.framework.diagnose import diagnose, diagnose_models
+        from probes.framework.diagnose import diagnose
+        from probes.framework.diagnose_models import diagnose_models
 
         check_shape(Path(run_dir) / "run.json", record, {"options": dict})
         kwargs = dict(record["options"])
