@@ -84,6 +84,7 @@ def hf(session: nox.Session) -> None:
         "pytest",
         "--hypothesis-profile=ci",
         "tests/test_adapters_hf.py",
+        "tests/test_adapters_hf_exact.py",
         "tests/test_adapters_hf_state.py",
         "tests/test_train_architectures.py",
         "tests/test_shipped_architectures.py",

@@ -120,6 +120,14 @@ def row_bytes(model: LossModel, geometry: Any) -> int | None:
     return None if fn is None else int(fn(geometry))
 
 
+def reset_moves_positions(model: LossModel) -> bool:
+    """Whether `reset` gives a document other positions than `carry` does (learned absolute
+    positions restart at each document; relative and rotary positions do not need to). Where it
+    does, a token scored under carry and under reset is not the same computation even when it
+    sees nothing of the document before: checks compare such tokens at equal positions only."""
+    return (getattr(model.info, "extra", None) or {}).get("positions") == "absolute"
+
+
 def tolerance(model: LossModel) -> float:
     return TOLERANCE.get(getattr(model.info, "dtype", "float32"), 1e-4)
 

@@ -28,6 +28,16 @@ A model's own sliding attention window s (`sliding_window`, e.g. Mistral's; None
 limits every layer's query at r to keys at r − s + 1 or later:
     direct(t) = min(direct(t), s);   r_{k+1} = max(r_{k+1}, r_k − s + 1)
 so a recompute window w gives direct(t) = min(w, s) and reach(t) = min(w, 1 + n·(s − 1)).
+A model whose layers differ (`layer_windows`, one entry per layer from the first: Gemma 2/3 mix
+sliding and global layers) applies each layer's own s while the recursion walks down from the
+last layer; the direct window is the last layer's.
+
+Attention sinks (`sinks` = k, the `sinks` evaluator): every query also sees the first k tokens of
+the row (under `reset`: of its own document), whatever the distance, in every layer without a
+sliding window of its own. Such a token is not at one distance from the rest, so it is labelled by
+position (`label`, `within_reach`): "direct" when the last layer sees sinks, "layered" when only an
+earlier layer does, and not at all on a model whose every layer has a sliding window (there the
+window masks the sinks and `sinks` computes what `stream` does).
 
 A recurrent state (`state=True`: Mamba, RWKV scored by `probes.adapters.hf_state`) attends to
 nothing: every earlier token reaches the scored one through the state, at any distance. Its
@@ -75,6 +85,8 @@ class Horizon:
     window: int | None = None
     sliding_window: int | None = None
     state: bool = False
+    layer_windows: tuple[int | None, ...] | None = None  # per layer, when layers differ
+    sinks: int = 0
 
     @classmethod
     def of(
@@ -84,7 +96,15 @@ class Horizon:
         window: int | None = None,
         sliding_window: int | None = None,
         state: bool = False,
+        layer_windows: tuple[int | None, ...] | None = None,
+        sinks: int = 0,
     ) -> Horizon:
+        if layer_windows is not None:
+            layer_windows = tuple(layer_windows)
+            if len(layer_windows) != n_layer:
+                raise ValueError(f"{len(layer_windows)} layer windows for {n_layer} layers")
+            if len(set(layer_windows)) == 1:  # one window for every layer
+                sliding_window, layer_windows = layer_windows[0], None
         return cls(
             tgt_len=geometry.tgt_len,
             mem_len=geometry.mem_len,
@@ -94,31 +114,80 @@ class Horizon:
             window=window,
             sliding_window=sliding_window,
             state=state,
+            layer_windows=layer_windows,
+            sinks=int(sinks),
         )
 
     def _seg_start(self, r: int) -> int:
         return (r // self.tgt_len) * self.tgt_len
 
+    def _layer_window(self, i: int) -> int | None:
+        """The sliding window of layer i (0 = the first), None for none."""
+        if self.layer_windows is not None:
+            return self.layer_windows[i]
+        return self.sliding_window
+
+    def _sink_label(self) -> str | None:
+        """What a sink is to a scored token: "direct" when the last layer sees it, "layered"
+        when only an earlier one does, None without sinks (or with every layer windowed)."""
+        if self.sinks <= 0 or self.state:
+            return None
+        if self._layer_window(self.n_layer - 1) is None:
+            return "direct"
+        if any(self._layer_window(i) is None for i in range(self.n_layer)):
+            return "layered"
+        return None
+
+    def is_sink(self, source: int, doc_start: int = 0) -> bool:
+        """Whether the token at `source` is a sink for a query whose document starts at
+        doc_start (the row's first k tokens; under reset, its document's first k)."""
+        if self._sink_label() is None:
+            return False
+        start = doc_start if self.reset else 0
+        return start <= source < start + self.sinks
+
+    def label(self, t: int, source: int, doc_start: int = 0) -> str:
+        """The reach label of the token at `source` for the token scored at t (see module
+        docstring), sinks included."""
+        direct, reach = self.token(t, doc_start)
+        own = classify(t - source, direct, reach)
+        if own != "direct" and self.is_sink(source, doc_start):
+            sink = self._sink_label()
+            return sink if FARNESS[sink] < FARNESS[own] else own
+        return own
+
+    def within_reach(self, t: int, source: int, doc_start: int = 0) -> bool:
+        """Whether the token at `source` can influence the score of the token at t at all."""
+        return self.label(t, source, doc_start) != "beyond"
+
     def unclipped(self, t: int) -> tuple[int, int]:
         """(direct, reach) of the token at position t, before any clipping."""
         if self.state:
             return 0, UNBOUNDED
-        s = self.sliding_window
+        last = self._layer_window(self.n_layer - 1)
+        layers = range(self.n_layer - 1, -1, -1)  # the recursion walks down from the last layer
         if self.window is not None:
-            if s is None:
-                return self.window, self.window
-            return min(self.window, s), min(self.window, 1 + self.n_layer * (s - 1))
+            w = self.window
+            if last is None and self.layer_windows is None:
+                return w, w
+            reach = 0  # distance from t: the last layer's keys reach s back, each earlier s − 1
+            for i in layers:
+                s = self._layer_window(i)
+                step = w if s is None else s
+                reach = min(w, reach + step - (1 if reach else 0))
+            return (w if last is None else min(w, last)), reach
         q = t - 1
         m = self.mem_len
         if self.same_length:
             return m, t - (q - self.n_layer * (m - 1))
         direct = t - (self._seg_start(q) - m)
         r = q
-        for _ in range(self.n_layer):
+        for i in layers:
             if r <= 0:  # nothing exists before position 0
                 break
+            s = self._layer_window(i)
             r = self._seg_start(r) - m if s is None else max(self._seg_start(r) - m, r - s + 1)
-        return (direct if s is None else min(direct, s)), t - r
+        return (direct if last is None else min(direct, last)), t - r
 
     def token(self, t: int, doc_start: int = 0) -> tuple[int, int]:
         """(direct, reach) of the token at t whose query's document starts at doc_start."""
@@ -168,6 +237,8 @@ class Horizon:
             "n_layer": self.n_layer,
             "window": self.window,
             **({"sliding_window": self.sliding_window} if self.sliding_window else {}),
+            **({"layer_windows": list(self.layer_windows)} if self.layer_windows else {}),
+            **({"sinks": self.sinks, "sinks_seen": self._sink_label()} if self.sinks else {}),
             **({"unbounded": True} if rmax is None else {}),
             **({"state": True} if self.state else {}),
         }

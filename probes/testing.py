@@ -56,7 +56,7 @@ def tiny_checkpoint(
     return Path(path)
 
 
-TRANSFORMERS_FAMILIES = ("gpt2", "llama", "mistral")
+TRANSFORMERS_FAMILIES = ("gpt2", "llama", "mistral", "gemma3")
 RECURRENT_FAMILIES = ("mamba", "rwkv")
 
 
@@ -77,7 +77,9 @@ def tiny_transformers(
     """Save a randomly initialised transformers causal LM (needs the `hf` extra) that reads the
     synth language's ids (vocab = Language.default()'s size unless given) with save_pretrained
     (safetensors): `gpt2` (learned absolute positions, n_positions = max_positions), `llama`
-    (rotary, grouped KV heads), `mistral` (rotary with `sliding_window`), or a recurrent one:
+    (rotary, grouped KV heads), `mistral` (rotary with `sliding_window`), `gemma3` (rotary,
+    its first layer with `sliding_window` and its last without: Gemma 3's local and global
+    layers, `n_layer` of them alternating), or a recurrent one:
     `mamba` (selective state space, state size 8) or `rwkv` (max_positions and sliding_window
     do not apply to them). With `tokenizer` (a `synth.text.tokenizer.TextTokenizer`, e.g.
     `small_bpe()`) the model reads that tokenizer's ids instead, and the directory keeps it as
@@ -117,6 +119,21 @@ def tiny_transformers(
             )
         else:
             config, cls = tf.LlamaConfig(**kw), tf.LlamaForCausalLM
+    elif family == "gemma3":
+        kinds = ("sliding_attention", "full_attention")
+        config = tf.Gemma3TextConfig(
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=n_layer,
+            num_attention_heads=n_head,
+            num_key_value_heads=max(1, n_head // 2),
+            head_dim=hidden // n_head,
+            max_position_embeddings=max_positions,
+            sliding_window=sliding_window,
+            layer_types=[kinds[i % 2] if i < n_layer - 1 else kinds[1] for i in range(n_layer)],
+            **common,
+        )
+        cls = tf.Gemma3ForCausalLM
     elif family == "mamba":
         config = tf.MambaConfig(
             hidden_size=hidden,

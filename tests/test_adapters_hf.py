@@ -127,6 +127,10 @@ CASES = [  # (family, evaluator, mem, tgt, scored position)
     ("gpt2", "window", 9, 3, 40),
     ("mistral", "window", 30, 4, 70),  # reach 1 + 2·(12 − 1) = 23 < W = 34
     ("mistral", "full", 0, 8, 70),
+    # Gemma 3's local and global layers: a sliding first layer (12) under a global last one
+    ("gemma3", "stream", 16, 8, 70),
+    ("gemma3", "window", 30, 4, 70),
+    ("gemma3", "sinks", 10, 6, 60),
 ]
 
 

@@ -5,23 +5,39 @@ train*, says what each evaluator means; this docstring says how it is computed.
 A model directory is what `save_pretrained` writes: `config.json` with a `model_type` and
 safetensors weights. `hf_load.load` loads it with `local_files_only=True`, never `trust_remote_code`, with
 the eager attention implementation (the additive mask below is used as given), in float32 unless
-told otherwise (bfloat16 on request, recorded; logits are upcast to float32 before the NLL).
+told otherwise (bfloat16 on request, recorded; bfloat16 logits are upcast to float32 before the
+NLL, float64 ones stay float64).
 
-Every forward gets an explicit 4-D additive attention mask and explicit `position_ids`, so the
+Exactness. Every forward holds ONE row, and every row of a scoring call is forwarded at the same
+length (`full`: up to the call's last scored position; `stream`/`sinks`: segments common to all
+rows), so a token that cannot see an edit is computed from identical inputs in identical shapes
+in base and variant: bit for bit the same at any thread count. (A multi-threaded CPU matrix
+product may round a row differently by where it sits in a batch: with several rows per forward
+an AMD EPYC at 2 threads moved such tokens by ~2e-7.) Logits are computed from the decoder's
+last hidden states only where a score is read, LOGIT_ROWS positions per output call of that fixed
+shape, so a position's logits do not depend on how many others its row scores; the adapter checks
+at load that this reproduces the model's own logits (softcapping included).
+
+Every forward gets an explicit additive attention mask and explicit `position_ids`, so the
 model's own mask construction never runs. Key k is visible to query q when
 
     k <= q  ∧  k is not padding (doc id >= 0)  ∧  (reset: doc(k) == doc(q))
-            ∧  q − k < sliding_window (the model's own, when its config has one)
+            ∧  q − k < sliding_window (the layer's own, when it has one)
             ∧  the evaluator keeps k (stream: k >= seg_start(q) − mem; sinks: or k is a sink).
 
-Positions: under `reset` a token's position id is its offset in its document (positions restart at
-every boundary, so with learned absolute positions B's scores do not depend on A's length); under
-`carry` it is its offset in the row. The `window` evaluator starts its positions at 0 at each
-window's first token (a fresh forward over W tokens).
+A model whose layers differ (Gemma 2/3: `layer_types` mixing sliding and full attention) gets one
+mask per attention kind; the horizon walks the layers with each one's window.
+
+Positions: under `carry` a token's position id is its offset in the row. Under `reset`, with
+learned absolute positions, it is its offset in its document (positions restart at every boundary,
+so B's scores do not depend on A's length); rotary positions stay text positions (a rotary score
+depends on distances only, and the same positions under carry and reset make a token that sees
+nothing of A the same computation under both). The `window` evaluator starts its positions at 0
+at each window's first token (a fresh forward over W tokens).
 
 Evaluators (`--evaluator`):
 - `full`: each row in one forward. A row whose position ids reach the model's maximum positions
-  is refused, naming the limit.
+  is refused, naming the limit (a run refuses such texts before it starts: `max_row_length`).
 - `window`: every scored token t is predicted by a fresh forward over the W = mem + tgt_len
   tokens before it (fewer at the row start and, under reset, at its document's start); this is
   also every evaluator's `score_window`.
@@ -36,17 +52,20 @@ Evaluators (`--evaluator`):
   sinks; k = --sinks) and, under reset, the first k tokens of every document (a fresh stream at
   each document). Sinks keep their positions in the text: cached keys are never re-rotated (so
   a rotary model sees its sinks at their true distance, unlike StreamingLLM, which assigns
-  positions within the cache).
+  positions within the cache). A layer with a sliding window of its own masks the sinks like any
+  other key: on a model whose every layer slides (Mistral) `sinks` computes what `stream` does,
+  and its horizon says so.
 - `state`: recurrent models (Mamba, RWKV) are scored by `probes.adapters.hf_state`; `load`
   sends a recurrent model_type there, where `state` (the default) and `window` fit.
 
 `stream` and `sinks` have `score_shared`: a row that shares a prefix with a parent row starts at
-the last segment boundary inside the prefix from the parent's cache (batch rows selected, a row
-may repeat) and takes the parent's scores before it (`probes.adapters.txl.fork_plan`).
+the last segment boundary inside the prefix from a copy of the parent's cache and takes the
+parent's scores before it (`probes.adapters.txl.fork_plan`); the parent also scores the targets
+its forks take from it.
 
-The cache is a plain `DynamicCache` of full layers (never the model's own sliding cache), cut by
-index after every segment; the mask, not the cache, decides what a query sees, so rows in one
-batch may keep different sinks.
+Each row's cache is a plain `DynamicCache` of full layers (never the model's own sliding cache),
+cut by index after every segment; the mask, not the cache, decides what a query sees, so rows in
+one call may keep different sinks.
 """
 
 from __future__ import annotations
@@ -54,7 +73,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from probes.adapters.hf_scoring import HFBase, blank_scores, token_nll
+from probes.adapters.hf_scoring import HFBase, blank_scores, token_nll, window_jobs
 from probes.adapters.txl import AdapterError
 from probes.protocol import ModelInfo, TokenScores, check_inputs
 from probes.reach import UNBOUNDED, Horizon, doc_starts
@@ -64,6 +83,10 @@ EVALUATORS = ("full", "window", "stream", "sinks")
 DEFAULT_EVALUATOR = "stream"
 DEFAULT_SINKS = 4
 DEFAULT_TGT_LEN = 64
+# Rows of one output-layer call. The logits of a scored position come from a call of this fixed
+# shape, at the slot its rank among the row's scored positions gives, so they never depend on
+# how many other positions a row scores (see `HFModel._scores`).
+LOGIT_ROWS = 8
 
 
 def max_positions_of(config) -> int | None:
@@ -77,21 +100,48 @@ def max_positions_of(config) -> int | None:
 def rope_type_of(config) -> str | None:
     params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
     if isinstance(params, dict):
-        return params.get("rope_type") or params.get("type")
+        if "rope_type" in params or "type" in params:
+            return params.get("rope_type") or params.get("type")
+        # one entry per attention kind (Gemma 3: full_attention, sliding_attention)
+        kinds = {
+            v.get("rope_type") or v.get("type") for v in params.values() if isinstance(v, dict)
+        }
+        kinds.discard(None)
+        return "dynamic" if "dynamic" in kinds else (kinds.pop() if len(kinds) == 1 else None)
     return None
 
 
-def sliding_window_of(config) -> int | None:
-    types = getattr(config, "layer_types", None)
-    if types and len(set(types)) > 1:
-        raise AdapterError(
-            f"model_type {config.model_type!r} mixes attention kinds across layers "
-            f"({', '.join(sorted(set(types)))}); one mask per call cannot express that yet"
-        )
-    if getattr(config, "usesliding_window_of", True) is False:
-        return None
+def layer_windows_of(config) -> tuple[int | None, ...]:
+    """Each layer's own sliding attention window (None: none), from the first layer: the
+    config's `layer_types` where it has them (Gemma 2/3 mix sliding and full layers), else one
+    `sliding_window` for every layer (Mistral), else none."""
+    n = int(config.num_hidden_layers)
     sw = getattr(config, "sliding_window", None)
-    return int(sw) if isinstance(sw, int) and sw > 0 else None
+    sw = int(sw) if isinstance(sw, int) and sw > 0 else None
+    if getattr(config, "use_sliding_window", True) is False:  # Qwen2 states its window unused
+        sw = None
+    types = getattr(config, "layer_types", None)
+    if types:
+        if len(types) != n:
+            raise AdapterError(f"config has {len(types)} layer_types for {n} layers")
+        unknown = set(types) - set(LAYER_KINDS)
+        if unknown:
+            raise AdapterError(
+                f"model_type {config.model_type!r} has attention kinds {sorted(unknown)}; "
+                f"this adapter knows {', '.join(LAYER_KINDS)}"
+            )
+        return tuple(sw if t == "sliding_attention" else None for t in types)
+    return (sw,) * n
+
+
+LAYER_KINDS = ("full_attention", "sliding_attention")
+
+
+def sliding_window_of(config) -> int | None:
+    """The sliding window every layer shares, or None (none, or layers that differ:
+    `layer_windows_of`)."""
+    windows = set(layer_windows_of(config))
+    return windows.pop() if len(windows) == 1 else None
 
 
 class HFModel(HFBase):
@@ -117,11 +167,16 @@ class HFModel(HFBase):
             self.score_shared = self._score_shared
         config = self.config
         self.max_positions = max_positions_of(config)
+        self.layer_windows = layer_windows_of(config)
         self.sliding_window = sliding_window_of(config)
+        self.hybrid = len(set(self.layer_windows)) > 1
         self.rotary = any("rotary" in name.lower() for name, _ in model.named_modules())
+        self.decoder = model.get_decoder()
+        self.head = model.get_output_embeddings()
+        self.softcap = getattr(config, "final_logit_softcapping", None)
         import inspect
 
-        params = inspect.signature(model.forward).parameters
+        params = inspect.signature(self.decoder.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         rope = rope_type_of(config)
         if evaluator in ("stream", "sinks") and rope == "dynamic":
@@ -129,13 +184,22 @@ class HFModel(HFBase):
                 f"--evaluator {evaluator}: dynamic rope scaling rescales with the current "
                 "length, so cached keys disagree with new ones; use full or window"
             )
+        self._check_head()
 
     # -- geometry and horizon ---------------------------------------------------------------
 
     def default_geometry(self) -> Geometry:
+        """tgt_len 64 and a cache that fits the model: mem + tgt_len within its positions (and
+        2,048) where positions are rotary; with learned absolute positions a row's positions
+        continue through the cache, so the layered reach of n layers must fit too:
+        (n + 1)·(mem + tgt) + tgt within the table."""
         limit = self.max_positions or 1024
         tgt = min(DEFAULT_TGT_LEN, limit)
-        return Geometry(tgt_len=tgt, mem_len=max(0, min(limit, 2048) - tgt), clamp_len=None)
+        if self.rotary or self.evaluator == "window":
+            mem = max(0, min(limit, 2048) - tgt)
+        else:
+            mem = max(0, (limit - tgt) // (self.n_layer + 2) - tgt)
+        return Geometry(tgt_len=tgt, mem_len=mem, clamp_len=None)
 
     def check_geometry(self, geometry: Geometry) -> None:
         """ValueError (one line) for a geometry this adapter cannot honour."""
@@ -150,70 +214,170 @@ class HFModel(HFBase):
                 f"{self.max_positions} positions"
             )
 
+    def max_row_length(self, geometry: Geometry) -> int | None:
+        """The longest row (in tokens) this evaluator can score, or None for no limit: learned
+        absolute positions continue through a row under `full`, `stream` and `sinks`, so a row
+        ends at the position table (rotary positions continue past it)."""
+        if self.evaluator == "window" or self.rotary or self.max_positions is None:
+            return None
+        return self.max_positions
+
     def window(self, geometry: Geometry) -> int:
         return geometry.mem_len + geometry.tgt_len
 
     def horizon(self, geometry: Geometry) -> Horizon:
-        sw = self.sliding_window
+        windows = self.layer_windows
         if self.evaluator == "full":
-            return Horizon.of(geometry, self.n_layer, window=UNBOUNDED, sliding_window=sw)
+            return Horizon.of(geometry, self.n_layer, window=UNBOUNDED, layer_windows=windows)
         if self.evaluator == "window":
             return Horizon.of(
-                geometry, self.n_layer, window=self.window(geometry), sliding_window=sw
+                geometry, self.n_layer, window=self.window(geometry), layer_windows=windows
             )
-        return Horizon.of(geometry, self.n_layer, sliding_window=sw)
+        return Horizon.of(geometry, self.n_layer, layer_windows=windows, sinks=self.sinks)
 
     def row_bytes(self, geometry: Geometry) -> int:
-        """Bytes one row of a forward needs at `geometry` (an estimate, checked before a run
-        starts): one layer's attention scores, the KV cache of every layer, the logits."""
+        """Bytes one forward needs at `geometry` (an estimate, checked before a run starts): the
+        queries it really forwards (`window`: all W = mem + tgt; `full`: a row up to the
+        model's positions; else tgt_len) against their keys — one layer's attention scores,
+        hidden states and feed-forward, the KV cache of every layer — and one output call."""
         c = self.config
-        keys = geometry.mem_len + geometry.tgt_len
+        T, M = geometry.tgt_len, geometry.mem_len
+        if self.evaluator == "window":
+            queries = keys = M + T
+        elif self.evaluator == "full":
+            queries = keys = self.max_positions or (M + T)
+        else:
+            queries, keys = T, M + T + self.sinks
         d = int(getattr(c, "hidden_size", 256))
         heads = int(getattr(c, "num_attention_heads", 4))
-        return 4 * (
-            3 * heads * geometry.tgt_len * keys
-            + 2 * (self.n_layer + 1) * keys * d
-            + 2 * geometry.tgt_len * int(c.vocab_size)
+        ff = int(getattr(c, "intermediate_size", None) or 4 * d)
+        kv = int(getattr(c, "num_key_value_heads", None) or heads)
+        head_dim = int(getattr(c, "head_dim", None) or d // heads)
+        item = 8 if self.dtype == torch.float64 else 4
+        return item * (
+            3 * heads * queries * keys
+            + queries * (4 * d + 2 * ff)
+            + 2 * self.n_layer * keys * kv * head_dim
+            + 2 * LOGIT_ROWS * int(c.vocab_size)
         )
 
+    def cache_bytes(self, geometry: Geometry) -> int:
+        """Bytes of one row's KV cache between segments (`stream`, `sinks`)."""
+        c = self.config
+        heads = int(getattr(c, "num_attention_heads", 4))
+        kv = int(getattr(c, "num_key_value_heads", None) or heads)
+        head_dim = int(getattr(c, "head_dim", None) or int(c.hidden_size) // heads)
+        item = 8 if self.dtype == torch.float64 else 4
+        keys = geometry.mem_len + geometry.tgt_len + self.sinks
+        return item * 2 * self.n_layer * keys * kv * head_dim
+
     def max_rows(self, geometry: Geometry, budget_bytes: int = 400 * 2**20) -> int:
-        return max(1, min(64, budget_bytes // max(self.row_bytes(geometry), 1)))
+        """Rows per scoring call. Each forward holds one row; what a call holds at once is
+        every running row's cache (`stream`, `sinks`) beside one forward."""
+        if self.evaluator not in ("stream", "sinks"):
+            return 64
+        spare = max(budget_bytes - self.row_bytes(geometry), 0)
+        return max(1, min(64, spare // max(self.cache_bytes(geometry), 1)))
 
     # -- the one forward ---------------------------------------------------------------------
 
-    def _forward(self, ids, pos, visible, cache=None):
-        """Logits (float32) of one call: `ids`, `pos` (B, L), `visible` (B, L, K) bool with K =
-        cached + L keys."""
+    def _check_head(self) -> None:
+        """The adapter computes logits itself from the decoder's last hidden states (only where
+        a score is read); refuse a model whose own logits are something else."""
+        n = 6
+        ids = torch.arange(n, device=self.device)[None] % int(self.config.vocab_size)
+        training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                theirs = self.model(input_ids=ids).logits[0].float()
+                hidden = self.decoder(input_ids=ids).last_hidden_state[0]
+                ours = self._logits(hidden).float()
+        finally:
+            self.model.train(training)
+        if not torch.allclose(ours, theirs, rtol=1e-4, atol=1e-4 * float(theirs.abs().max())):
+            raise AdapterError(
+                f"model_type {self.config.model_type!r}: its logits are not its output "
+                "embedding of the last hidden state (a scaling this adapter does not know)"
+            )
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = self.head(hidden)
+        if self.softcap:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return logits
+
+    def _mask(self, visible: np.ndarray) -> torch.Tensor:
+        mask = torch.zeros((1, 1, *visible.shape), dtype=self.dtype)
+        mask.masked_fill_(torch.from_numpy(~visible)[None, None], torch.finfo(self.dtype).min)
+        return mask.to(self.device)
+
+    def _body(self, ids, pos, visible, cache=None):
+        """Last hidden states (L, d) of ONE row: `ids`, `pos` (L,), `visible` a (L, K) bool
+        array with K = cached + L keys, or a dict of them by attention kind (a hybrid model);
+        and the cache after it. One row per call: a row's results then depend on its own inputs
+        and the call's shape only, never on the other rows of a batch (a multi-threaded CPU
+        matrix product may round a row differently at another row index)."""
         dev = self.device
-        mask = torch.zeros(visible.shape, dtype=self.dtype)
-        mask.masked_fill_(torch.from_numpy(~visible), torch.finfo(self.dtype).min)
-        out = self.model(
-            input_ids=torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)).to(dev),
-            position_ids=torch.from_numpy(np.ascontiguousarray(pos, dtype=np.int64)).to(dev),
-            attention_mask=mask[:, None].to(dev),
+        if isinstance(visible, dict):
+            mask = {kind: self._mask(v) for kind, v in visible.items()}
+        else:
+            mask = self._mask(visible)
+        out = self.decoder(
+            input_ids=torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64))[None].to(dev),
+            position_ids=torch.from_numpy(np.ascontiguousarray(pos, dtype=np.int64))[None].to(dev),
+            attention_mask=mask,
             use_cache=cache is not None,
             **({self._cache_kw: cache} if cache is not None else {}),
         )
         new = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-        return out.logits.float(), new
+        return out.last_hidden_state[0], new
+
+    def _scores(self, hidden: torch.Tensor, queries: np.ndarray, targets: np.ndarray):
+        """(NLL, correct) of `targets` predicted at the `queries` rows of `hidden` (L, d).
+        Logits are computed only there, LOGIT_ROWS at a time in calls of that fixed shape (the
+        last one padded by repeating), in float64 for a float64 model, else float32."""
+        n = len(queries)
+        nll = np.empty(n)
+        correct = np.zeros(n, dtype=bool)
+        wide = torch.float64 if self.dtype == torch.float64 else torch.float32
+        for a in range(0, n, LOGIT_ROWS):
+            q = queries[a : a + LOGIT_ROWS]
+            idx = torch.from_numpy(np.resize(np.asarray(q, dtype=np.int64), LOGIT_ROWS))
+            logits = self._logits(hidden[idx.to(hidden.device)]).to(wide)
+            t = np.resize(np.asarray(targets[a : a + len(q)], dtype=np.int64), LOGIT_ROWS)
+            nl, c = token_nll(logits, t)
+            nll[a : a + len(q)], correct[a : a + len(q)] = nl[: len(q)], c[: len(q)]
+        return nll, correct
 
     def _positions(self, doc_ids: np.ndarray, reset: bool) -> np.ndarray:
+        """Position ids: a token's offset in its row; under reset, with learned absolute
+        positions, its offset in its document (so B's scores do not depend on A's length).
+        Rotary positions stay text positions under reset too: a rotary model's scores depend on
+        distances only, and keeping the same positions under carry and reset makes a token that
+        sees nothing of A compute the same numbers under both, bit for bit."""
         n = doc_ids.shape[1]
         pos = np.broadcast_to(np.arange(n), doc_ids.shape).copy()
-        if reset:
+        if reset and not self.rotary:
             pos -= np.stack([doc_starts(d) for d in doc_ids]) if n else 0
         return pos
 
-    def _visible(self, q, k, qdoc, kdoc, reset: bool) -> np.ndarray:
-        """(B, Lq, Lk) bool from query/key text positions (1-D) and doc ids (B, Lq) / (B, Lk)."""
-        vis = (k[None, None, :] <= q[None, :, None]) & (kdoc[:, None, :] >= 0)
+    def _visible(self, q, k, qdoc, kdoc, reset: bool):
+        """(Lq, Lk) bool from query/key text positions (1-D) and doc ids (Lq,) / (Lk,) of one
+        row; a dict by attention kind for a hybrid model (each layer kind with its window)."""
+        vis = (k[None, :] <= q[:, None]) & (kdoc[None, :] >= 0)
         if reset:
-            vis &= kdoc[:, None, :] == qdoc[:, :, None]
-        if self.sliding_window is not None:
-            vis &= (q[None, :, None] - k[None, None, :]) < self.sliding_window
-        # a padding query sees itself, so no softmax row is empty
-        vis |= (qdoc[:, :, None] < 0) & (k[None, None, :] == q[None, :, None])
-        return vis
+            vis &= kdoc[None, :] == qdoc[:, None]
+        pad = (qdoc[:, None] < 0) & (k[None, :] == q[:, None])  # a padding query sees itself
+
+        def windowed(s):
+            v = vis if s is None else vis & ((q[:, None] - k[None, :]) < s)
+            return v | pad
+
+        if self.hybrid:
+            sw = next(s for s in self.layer_windows if s is not None)
+            return {"full_attention": windowed(None), "sliding_attention": windowed(sw)}
+        return windowed(self.sliding_window)
 
     def _check_positions(self, pos: np.ndarray, doc_ids: np.ndarray, needed: np.ndarray) -> None:
         if self.max_positions is None:
@@ -235,19 +399,18 @@ class HFModel(HFBase):
         tokens, doc_ids, nll, correct, nothing = blank_scores(tokens, doc_ids, positions)
         if nothing:
             return TokenScores(nll, correct)
-        R = tokens.shape[0]
-        step = max(1, self.max_rows(geometry))
         with torch.inference_mode():
-            for a in range(0, R, step):
-                rows = slice(a, min(R, a + step))
-                fn = self._full if self.evaluator == "full" else self._stream
-                n, c = fn(tokens[rows], doc_ids[rows], positions[rows], geometry)
-                nll[rows], correct[rows] = n, c
+            if self.evaluator == "full":
+                nll, correct = self._full(tokens, doc_ids, positions, geometry)
+            else:
+                nll, correct = self._stream(tokens, doc_ids, positions, geometry)
         nll[~positions] = np.nan
         correct[~positions] = False
         return TokenScores(nll, correct)
 
     def _full(self, tokens, doc_ids, positions, geometry):
+        """Each row in one forward over the inputs 0 … last − 1 (last: the call's last scored
+        position, the same length for every row of the call)."""
         B, N = tokens.shape
         last = int(np.flatnonzero(positions.any(0)).max())  # inputs 0 … last − 1 are needed
         pos = self._positions(doc_ids, geometry.reset)
@@ -255,11 +418,15 @@ class HFModel(HFBase):
         needed[:, :last] = True
         self._check_positions(pos, doc_ids, needed)
         idx = np.arange(last)
-        vis = self._visible(idx, idx, doc_ids[:, :last], doc_ids[:, :last], geometry.reset)
-        logits, _ = self._forward(tokens[:, :last], pos[:, :last], vis)
         nll = np.full((B, N), np.nan)
         correct = np.zeros((B, N), dtype=bool)
-        nll[:, 1 : last + 1], correct[:, 1 : last + 1] = token_nll(logits, tokens[:, 1 : last + 1])
+        for r in range(B):
+            t = np.flatnonzero(positions[r, : last + 1])
+            if not t.size:
+                continue
+            vis = self._visible(idx, idx, doc_ids[r, :last], doc_ids[r, :last], geometry.reset)
+            hidden, _ = self._body(tokens[r, :last], pos[r, :last], vis)
+            nll[r, t], correct[r, t] = self._scores(hidden, t - 1, tokens[r, t])
         return nll, correct
 
     def _sink_rows(self, doc_ids: np.ndarray, reset: bool) -> np.ndarray:
@@ -275,10 +442,11 @@ class HFModel(HFBase):
         return keep
 
     def _stream(self, tokens, doc_ids, positions, geometry, plan=None):
-        """Segments of tgt_len over the rows; `plan` = (birth, end, parent) from
-        `probes.adapters.txl.fork_plan` (score_shared): row r runs over the inputs birth[r] …
-        end[r] − 1, starting from its parent's cache at birth[r] > 0 (and its parent's scores
-        before it). None: every row from 0 to the last scored input."""
+        """Segments of tgt_len over the rows, each row its own forward and cache; `plan` =
+        (birth, end, parent) from `probes.adapters.txl.fork_plan` (score_shared): row r runs
+        over the inputs birth[r] … end[r] − 1, starting from a copy of its parent's cache at
+        birth[r] > 0 (and its parent's scores before it). None: every row from 0 to the last
+        scored input."""
         from transformers import DynamicCache
 
         B, N = tokens.shape
@@ -287,6 +455,7 @@ class HFModel(HFBase):
         if plan is None:
             plan = (np.zeros(B, np.int64), np.full(B, last), np.full(B, -1))
         birth, end, parent = plan
+        wanted = _inherited(positions, birth, parent)
         pos = self._positions(doc_ids, geometry.reset)
         needed = np.zeros_like(positions)
         needed[:, :last] = True
@@ -295,41 +464,43 @@ class HFModel(HFBase):
         sink = self._sink_rows(doc_ids, geometry.reset)
         nll = np.full((B, N), np.nan)
         correct = np.zeros((B, N), dtype=bool)
-        kept = np.zeros(0, dtype=np.int64)  # text positions held in the cache, in order
-        cache = DynamicCache()
-        active: list[int] = []  # the rows of the cache's batch, in order
+        kept = np.zeros(0, dtype=np.int64)  # text positions held in every cache, in order
+        caches: dict[int, object] = {}
         for s in range(0, last, T):
             e = min(s + T, last)
             born = [r for r in range(B) if birth[r] == s and (parent[r] >= 0 or s == 0)]
             for r in born:  # a fork starts with its parent's scores of the shared targets
-                if parent[r] >= 0:
-                    nll[r, : s + 1], correct[r, : s + 1] = (
-                        nll[parent[r], : s + 1],
-                        correct[parent[r], : s + 1],
-                    )
-            running = [r for r in active if end[r] > s] + [r for r in born if end[r] > s]
+                if parent[r] >= 0 and s > 0:
+                    p = int(parent[r])
+                    nll[r, : s + 1], correct[r, : s + 1] = nll[p, : s + 1], correct[p, : s + 1]
+                    caches[r] = _select(caches[p], np.arange(kept.size), self.device)
+                else:
+                    caches[r] = DynamicCache()
+            running = [r for r in sorted(caches) if end[r] > s]
             if not running:
                 break
-            if s > 0 and running != active:
-                where = {r: j for j, r in enumerate(active)}
-                index = [where[r] if r in where else where[int(parent[r])] for r in running]
-                cache = _select(cache, np.arange(kept.size), self.device, np.array(index))
-            rows = np.array(running)
             q = np.arange(s, e)
             k = np.concatenate([kept, q])
-            vis = self._visible(q, k, doc_ids[rows, s:e], doc_ids[rows][:, k], geometry.reset)
-            vis &= (k[None, None, :] >= s - M) | sink[rows][:, k][:, None, :]
-            logits, cache = self._forward(tokens[rows, s:e], pos[rows, s:e], vis, cache)
-            nll[rows, s + 1 : e + 1], correct[rows, s + 1 : e + 1] = token_nll(
-                logits, tokens[rows, s + 1 : e + 1]
-            )
-            active = running
+            for r in running:
+                vis = self._visible(q, k, doc_ids[r, s:e], doc_ids[r, k], geometry.reset)
+                window = (k[None, :] >= s - M) | sink[r, k][None, :]
+                vis = {kind: v & window for kind, v in vis.items()} if self.hybrid else vis & window
+                hidden, caches[r] = self._body(tokens[r, s:e], pos[r, s:e], vis, caches[r])
+                t = s + 1 + np.flatnonzero(wanted[r, s + 1 : e + 1])
+                if t.size:
+                    nll[r, t], correct[r, t] = self._scores(hidden, t - 1 - s, tokens[r, t])
             if e >= last:
                 break
             # what a later segment may still read: the last M positions and the sinks
             keep = (k >= e - M) | sink[:, k].any(0)
             kept = k[keep]
-            cache = _select(cache, np.flatnonzero(keep), self.device)
+            slots = np.flatnonzero(keep)
+            later = {int(parent[f]) for f in range(B) if parent[f] >= 0 and birth[f] > e}
+            caches = {
+                r: _select(c, slots, self.device)
+                for r, c in caches.items()
+                if end[r] > e or r in later  # still running, or a fork of it is yet to start
+            }
         return nll, correct
 
     def _score_shared(self, tokens, doc_ids, positions, geometry, *, parent, shared):
@@ -354,10 +525,9 @@ class HFModel(HFBase):
     def score_window(self, tokens, doc_ids, positions, window: int, geometry) -> TokenScores:
         """Truncated context (probes.protocol): each scored token t by a fresh forward over the
         `window` tokens before it (from its query's document start under reset), positions from
-        0 at the window start."""
+        0 at the window start; one forward per scored token, of exactly that many tokens."""
         check_inputs(tokens, doc_ids, positions)
         tokens, doc_ids, nll, correct, _ = blank_scores(tokens, doc_ids, positions)
-        R = tokens.shape[0]
         window = int(window)
         if window < 1:
             raise ValueError(f"a window of {window} tokens predicts nothing; need >= 1")
@@ -365,48 +535,39 @@ class HFModel(HFBase):
             raise AdapterError(
                 f"a window of {window} tokens exceeds the model's {self.max_positions} positions"
             )
-        jobs = []
-        for r in range(R):
-            starts = doc_starts(doc_ids[r])
-            for t in np.flatnonzero(positions[r]):
-                a = max(0, t - window)
-                if geometry.reset:
-                    a = max(a, int(starts[t - 1]))
-                jobs.append((r, int(t), a))
-        step = max(1, 4 * self.max_rows(geometry))
         with torch.inference_mode():
-            for i in range(0, len(jobs), step):
-                chunk = jobs[i : i + step]
-                L = max(t - a for _, t, a in chunk)
-                ids = np.zeros((len(chunk), L), dtype=np.int64)
-                docs = np.full((len(chunk), L), -1, dtype=np.int64)
-                for j, (r, t, a) in enumerate(chunk):
-                    ids[j, : t - a] = tokens[r, a:t]
-                    docs[j, : t - a] = doc_ids[r, a:t]
-                pos = np.broadcast_to(np.arange(L), ids.shape)
-                idx = np.arange(L)
+            for r, t, a in window_jobs(doc_ids, positions, window, geometry.reset):
+                idx = np.arange(t - a)
+                docs = doc_ids[r, a:t]
                 vis = self._visible(idx, idx, docs, docs, False)
-                logits, _ = self._forward(ids, pos, vis)
-                ends = torch.tensor([t - a - 1 for _, t, a in chunk])
-                picked = logits[torch.arange(len(chunk)), ends.to(logits.device)]
-                targets = np.array([tokens[r, t] for r, t, _ in chunk])
-                n, c = token_nll(picked, targets)
-                for j, (r, t, _) in enumerate(chunk):
-                    nll[r, t], correct[r, t] = n[j], c[j]
+                hidden, _ = self._body(tokens[r, a:t], idx, vis)
+                n, c = self._scores(hidden, idx[-1:], tokens[r, t : t + 1])
+                nll[r, t], correct[r, t] = n[0], c[0]
         return TokenScores(nll, correct)
 
 
-def _select(cache, index: np.ndarray, device, rows: np.ndarray | None = None):
-    """A DynamicCache holding only the given cache slots (along time) of every layer and, when
-    `rows` is given, those batch rows (in that order; a row may repeat: a fork)."""
+def _inherited(positions: np.ndarray, birth: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """(B, N) bool: the targets each row must score — its own, and those a fork of it (or of
+    its forks) takes from it: targets up to the fork's birth, which the fork never computes."""
+    wanted = positions.copy()
+    changed = True
+    while changed:  # forks of forks: pass the targets up until nothing changes
+        changed = False
+        for r in np.flatnonzero(parent >= 0):
+            p, b = int(parent[r]), int(birth[r])
+            add = wanted[r, : b + 1] & ~wanted[p, : b + 1]
+            if add.any():
+                wanted[p, : b + 1] |= add
+                changed = True
+    return wanted
+
+
+def _select(cache, index: np.ndarray, device):
+    """A new DynamicCache holding only the given cache slots (along time) of every layer."""
     from transformers import DynamicCache
 
-    ix = torch.from_numpy(index).to(device)
-    data = []
-    for layer in cache.layers:
-        keys, values = layer.keys.index_select(2, ix), layer.values.index_select(2, ix)
-        if rows is not None:
-            rx = torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(device)
-            keys, values = keys.index_select(0, rx), values.index_select(0, rx)
-        data.append((keys, values))
+    ix = torch.from_numpy(np.asarray(index, dtype=np.int64)).to(device)
+    data = [
+        (layer.keys.index_select(2, ix), layer.values.index_select(2, ix)) for layer in cache.layers
+    ]
     return DynamicCache(ddp_cache_data=data)

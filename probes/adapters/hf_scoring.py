@@ -12,6 +12,7 @@ import torch
 
 from probes.adapters.txl import DTYPES
 from probes.protocol import ModelInfo
+from probes.reach import doc_starts
 
 
 class HFBase:
@@ -39,6 +40,20 @@ def token_nll(logits: torch.Tensor, targets: np.ndarray) -> tuple[np.ndarray, np
     nll = -logp.gather(-1, t[..., None])[..., 0]
     correct = logits.argmax(-1) == t
     return nll.double().cpu().numpy(), correct.cpu().numpy()
+
+
+def window_jobs(doc_ids, positions, window: int, reset: bool) -> list[tuple[int, int, int]]:
+    """(row, scored token t, window start a) for every scored token of a truncated-context
+    evaluation: the `window` tokens before t, from its query's document start under reset."""
+    jobs = []
+    for r in range(doc_ids.shape[0]):
+        starts = doc_starts(doc_ids[r])
+        for t in np.flatnonzero(positions[r]):
+            a = max(0, int(t) - window)
+            if reset:
+                a = max(a, int(starts[t - 1]))
+            jobs.append((r, int(t), a))
+    return jobs
 
 
 def blank_scores(tokens, doc_ids, positions):

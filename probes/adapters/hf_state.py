@@ -35,10 +35,10 @@ import itertools
 import numpy as np
 import torch
 
-from probes.adapters.hf_scoring import HFBase, blank_scores, token_nll
+from probes.adapters.hf_scoring import HFBase, blank_scores, token_nll, window_jobs
 from probes.adapters.txl import AdapterError
 from probes.protocol import ModelInfo, TokenScores, check_inputs
-from probes.reach import Horizon, doc_starts
+from probes.reach import Horizon
 from txl.geometry import Geometry
 
 STATE_EVALUATORS = ("state", "window")
@@ -166,18 +166,10 @@ class HFStateModel(HFBase):
         reset)."""
         check_inputs(tokens, doc_ids, positions)
         tokens, doc_ids, nll, correct, _ = blank_scores(tokens, doc_ids, positions)
-        R = tokens.shape[0]
         window = int(window)
         if window < 1:
             raise ValueError(f"a window of {window} tokens predicts nothing; need >= 1")
-        jobs = []
-        for r in range(R):
-            starts = doc_starts(doc_ids[r])
-            for t in np.flatnonzero(positions[r]):
-                a = max(0, t - window)
-                if geometry.reset:
-                    a = max(a, int(starts[t - 1]))
-                jobs.append((r, int(t), a))
+        jobs = window_jobs(doc_ids, positions, window, geometry.reset)
         if not jobs:
             return TokenScores(nll, correct)
         L = max(t - a for _, t, a in jobs)  # one length for the call (see module docstring)

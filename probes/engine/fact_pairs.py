@@ -72,11 +72,45 @@ def min_distance(ctx: RunContext) -> int:
     return ctx.text.min_distance if ctx.text is not None else MIN_DISTANCE
 
 
+# Tokens a fact-probe row holds besides the distance: <eod>, the lead (at most `auto`'s
+# 8 + tgt_len − 1), the fact, the answer and the tail; `row_limit` keeps this much room.
+ROW_ROOM = 48
+
+
+def row_limit(ctx: RunContext) -> int | None:
+    """The longest fact → answer distance a row of the model can hold, or None for no limit
+    (`max_row_length`, an optional LossModel capability: learned absolute positions end a row
+    at the position table)."""
+    fn = getattr(ctx.model, "max_row_length", None)
+    longest = fn(ctx.geometry) if fn is not None else None
+    if longest is None:
+        return None
+    return longest - ROW_ROOM - ctx.geometry.tgt_len
+
+
 def distance_bins(text: str, ctx: RunContext, minimum: int | None = None) -> list[tuple[int, int]]:
     """The bins of `--distance` (auto: from the horizon), none below `minimum` (default: the
-    shortest fact → answer distance, `min_distance`)."""
+    shortest fact → answer distance, `min_distance`) and none past what a row of the model can
+    hold (`row_limit`: auto bins are cut there, and the bins a run records show the cut; given
+    ones are refused)."""
     lowest = min_distance(ctx) if minimum is None else minimum
     bins = parse_ranges(text) or auto_bins(ctx.horizon)
+    limit = row_limit(ctx)
+    if limit is not None and bins[-1][1] > limit:
+        if parse_ranges(text) is not None:
+            raise ProbeInputError(
+                f"--distance {text!r}: a row of {ctx.model.info.id} holds distances up to "
+                f"{max(limit, 0):,} tokens (its positions end at "
+                f"{ctx.model.max_row_length(ctx.geometry):,}); use shorter distances or "
+                "--evaluator window"
+            )
+        kept = [(lo, min(hi, limit)) for lo, hi in bins if lo <= limit]
+        if not kept or limit < lowest + 1:
+            raise ProbeInputError(
+                f"{ctx.model.info.id}: its positions leave room for no distance bin at this "
+                "geometry; lower --mem or use --evaluator window"
+            )
+        bins = kept
     if bins[0][0] < lowest:
         if parse_ranges(text) is None:  # auto with a tiny horizon: start at the minimum
             kept = [(max(lo, lowest), hi) for lo, hi in bins if hi > lowest + 1]

@@ -40,7 +40,7 @@ from probes.engine import checks, summary
 from probes.engine.rows import Rows, first_difference, score_batches
 from probes.framework.probe import Outcome, Probe, RunContext
 from probes.protocol import score_rows, tolerance
-from probes.reach import REACH_LABELS, UNBOUNDED, classify, doc_starts
+from probes.reach import REACH_LABELS, UNBOUNDED, doc_starts
 from probes.stats import effect_word, verdict_counts
 
 # Tokens before the first difference compared by `identical_prefix`: free for a streaming model
@@ -112,6 +112,11 @@ class PairedProbe(Probe):
     plot_series: str | None = None  # a bin field: one line per value in the delta plot
     jobs: list[Job]
     groups: list[dict[str, Any]]  # per group: fields shown in the bin (distance_lo/hi, kind, k, …)
+
+    def longest_row(self) -> int:
+        """The longest text the planned jobs score (the runner checks it against the model's
+        `max_row_length` before a run directory exists)."""
+        return max((max(len(j.pair.base), len(j.pair.variant)) for j in self.jobs), default=0)
 
     # ------------------------------------------------------------------ scoring
 
@@ -186,23 +191,36 @@ class PairedProbe(Probe):
         if not (np.all(np.isfinite(nb)) and np.all(np.isfinite(nv))):
             raise RuntimeError(f"{self.name}: the model returned a non-finite NLL on answer tokens")
         delta_tok = job.sign * (nv - nb)
-        starts = doc_starts(job.pair.base.doc_ids)[bt - 1]
-        hz = [ctx.horizon.token(int(t), s) for t, s in zip(bt, starts, strict=True)]
-        direct = np.array([h[0] for h in hz])
-        reach = np.array([h[1] for h in hz])
+        hz, starts_of = ctx.horizon, doc_starts(job.pair.base.doc_ids)
+        starts = starts_of[bt - 1]
+        tok = [hz.token(int(t), s) for t, s in zip(bt, starts, strict=True)]
+        direct = np.array([h[0] for h in tok])
+        reach = np.array([h[1] for h in tok])
         dist = bt - job.fact_end
-        labels = [
-            classify(int(d), int(w), int(r)) for d, w, r in zip(dist, direct, reach, strict=True)
-        ]
+        labels = [hz.label(int(t), job.fact_end, s) for t, s in zip(bt, starts, strict=True)]
         check = where.check
         prefix = np.abs(nll[where.variant, check] - nll[where.base, check]) if check.size else None
         end = edit_end(job.pair)
-        beyond = (bt - end) > reach if end is not None else np.zeros(len(bt), dtype=bool)
-        beyond_delta = delta_tok[beyond]
+        b, v = job.pair.base, job.pair.variant
+        first = first_difference(b.tokens, b.doc_ids, v.tokens, v.doc_ids)
+
+        def unseen(targets: np.ndarray) -> np.ndarray:
+            """Which targets the edit (its last token, or a sink among its tokens) cannot reach."""
+            if end is None:
+                return np.zeros(len(targets), dtype=bool)
+            return np.array(
+                [
+                    not hz.within_reach(int(t), end, s)
+                    and not any(hz.is_sink(p, s) for p in range(first, end + 1))
+                    for t, s in zip(targets, starts_of[targets - 1], strict=True)
+                ],
+                dtype=bool,
+            )
+
+        beyond_delta = delta_tok[unseen(bt)]
         if job.check_targets is not None and end is not None:
             ct = job.check_targets
-            _, ct_reach = ctx.horizon.tokens(ct, doc_starts(job.pair.base.doc_ids)[ct - 1])
-            far = ct[(ct - end) > ct_reach]
+            far = ct[unseen(ct)]
             beyond_delta = np.r_[beyond_delta, nll[where.variant, far] - nll[where.base, far]]
         rec: dict[str, Any] = {
             "group": job.group,

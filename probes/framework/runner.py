@@ -171,6 +171,7 @@ def prepare(
         raise
     except ValueError as e:
         raise ProbeInputError(f"probe {cls.name}: {e}") from None
+    check_row_length(instance, ctx)
     names = [model_name(s) for s in sources]
     opts = dataclasses.replace(opts, model=names if group else names[0])
     if texts is not None and texts.world is not None and texts.record["haystack"] != "default":
@@ -181,6 +182,25 @@ def prepare(
         file, attr = probe.rsplit(":", 1)
         spec = f"{Path(file).resolve()}:{attr}"
     return Prepared(cls, spec, params, instance, ctx, sources, opts, argv, t0, texts)
+
+
+def check_row_length(instance, ctx) -> None:
+    """Refuse planned texts longer than a row of the model can hold (its optional
+    `max_row_length`: learned absolute positions), before any run directory exists."""
+    longest_row = getattr(instance, "longest_row", None)
+    models = ctx.model if isinstance(ctx.model, list | tuple) else [ctx.model]
+    for m in models:
+        fn = getattr(m, "max_row_length", None)
+        limit = fn(ctx.geometry) if fn is not None else None
+        if limit is None or longest_row is None:
+            continue
+        longest = longest_row()
+        if longest > limit:
+            raise ProbeInputError(
+                f"probe {instance.name}: its texts reach {longest:,} tokens, beyond the "
+                f"{limit:,} positions of {m.info.id}; use shorter --distance bins or "
+                "--evaluator window"
+            )
 
 
 def check_row_memory(models: list, geometry) -> None:

@@ -27,8 +27,11 @@ first `--first` tokens after its `<eod>`); every delta > 0 means worse for B:
 The run's own checks (a failure makes `probe run` exit 1):
     reset_leakage_zero   leakage under reset, NLL_reset(A;B) − NLL_reset(A_foreign;B) on every
                          scored token of B (and on V′ in its place), is exactly 0 — bit for bit
-    beyond_reach_zero    B tokens whose carry reach does not include A at all score the same under
-                         carry, foreign and reset (within the dtype's tolerance); B ends in filler
+    beyond_reach_zero    B tokens whose carry reach does not include A at all (nor a sink in A)
+                         score the same under carry, foreign and reset (within the dtype's
+                         tolerance; the same positions and shapes make them equal bit for bit);
+                         a model whose reset moves positions (learned absolute positions) is
+                         compared at equal positions only: carry with foreign. B ends in filler
                          past A's layered reach so that the check has tokens to check
 
 Bins: distance (A's fact → the boundary) × kind × tokens; Holm runs across the distance bins of
@@ -68,7 +71,7 @@ from probes.framework.declarations import DISTANCE, REACH, STATS, Column, signed
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, RunContext
 from probes.framework.registry import probe
-from probes.protocol import score_rows, tolerance
+from probes.protocol import reset_moves_positions, score_rows, tolerance
 from probes.reach import classify, gap_bins, parse_ranges
 from probes.stats import effect_word, verdict_counts
 from synth.language import FACT_VALUE_OFFSET
@@ -130,6 +133,7 @@ class CrossDoc(Probe):
         self.reset_geometry = replace(ctx.geometry, reset=True)
         self.carry_geometry = replace(ctx.geometry, reset=False)
         self.carry_horizon = horizon(ctx.model, self.carry_geometry)
+        self.reset_moves_positions = reset_moves_positions(ctx.model)
         (_, _), (_, reach) = self.carry_horizon.ranges()
         # filler after B's query, so that B's last CHECK_TAIL tokens lie beyond A's layered reach
         # (the beyond_reach_zero check has tokens to check)
@@ -217,7 +221,11 @@ class CrossDoc(Probe):
         seen = np.r_[scored, pr["check"]]
         _, seen_reach = self.carry_horizon.tokens(seen)
         blind = seen[(seen - (pr["len_a"] - 1)) > seen_reach]
-        reset_b = rs.nll[r_c, blind]
+        if self.carry_horizon.is_sink(0):  # A opens the row: every token of B sees its sinks
+            blind = blind[:0]
+        # blind tokens compare with reset only where reset keeps their positions (else the
+        # carry and foreign rows, at the same positions, compare with each other)
+        reset_b = cs.nll[r_f, blind] if self.reset_moves_positions else rs.nll[r_c, blind]
         rec: dict[str, Any] = {
             "group": pr["group"],
             "distance": pr["gap"],

@@ -1,0 +1,83 @@
+"""Child process of tests/test_adapters_hf_exact.py: the transformers adapters' exact guarantees
+at the thread count its parent sets (OMP_NUM_THREADS, also applied with torch.set_num_threads so
+that more threads than cores really run). Each guarantee compares rows at different batch
+indices, among unrelated rows, since a multi-threaded matrix product may round a row by where
+it sits. Prints one line per failure and exits 1 on any."""
+
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from token_rows import rows
+
+from probes.adapters import hf_load
+from txl.geometry import Geometry
+
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+root = sys.argv[1]
+V = int(sys.argv[2])
+failures = []
+
+
+def geo(mem, tgt, reset=True):
+    return Geometry(tgt_len=tgt, mem_len=mem, clamp_len=None, reset=reset)
+
+
+def expect(ok, what):
+    if not ok:
+        failures.append(what)
+
+
+rng = np.random.default_rng(0)
+for family in sys.argv[3].split(","):
+    for evaluator in ("full", "window", "stream", "sinks"):
+        m = hf_load.load(os.path.join(root, family), evaluator=evaluator)
+        name = f"{family}/{evaluator}"
+        b = 21
+        tokens, docs, scored = rows(n=44, b=1, boundary=b)
+        noise = rng.integers(0, V, (3, 44))
+        for reset in (True, False):
+            g = geo(12, 5, reset)
+            # an identical pair at rows 0 and 3, two unrelated rows between
+            batch = np.concatenate([tokens, noise[:2], tokens])
+            x = m.score(batch, np.repeat(docs, 4, 0), np.repeat(scored, 4, 0), g)
+            expect(np.array_equal(x.nll[0], x.nll[3], equal_nan=True), f"{name} identical pair")
+        # under reset, B (targets b + 1 …) does not depend on A's content
+        other = tokens.copy()
+        other[0, 1:b] = rng.integers(0, V, b - 1)
+        batch = np.concatenate([tokens, noise[:1], other])
+        x = m.score(batch, np.repeat(docs, 3, 0), np.repeat(scored, 3, 0), geo(12, 5))
+        expect(np.array_equal(x.nll[0, b + 1 :], x.nll[2, b + 1 :]), f"{name} reset")
+        # a token one past the reach changes nothing
+        g = geo(10, 6, reset=False)
+        t = 60
+        direct, reach = m.horizon(g).token(t)
+        if reach < t - 5:
+            tok, dc, _ = rows(n=t + 1, b=1, seed=3)
+            sc = np.zeros_like(dc, dtype=bool)
+            sc[0, t] = True
+            far = tok.copy()
+            far[0, t - reach - 1] = (far[0, t - reach - 1] + 1) % V
+            filler = rng.integers(0, V, (2, t + 1))
+            batch = np.concatenate([tok, filler, far])
+            x = m.score(batch, np.repeat(dc, 4, 0), np.repeat(sc, 4, 0), g)
+            expect(x.nll[0, t] == x.nll[3, t], f"{name} reach + 1")
+        # forked rows score what unforked ones do, bit for bit
+        shared = getattr(m, "score_shared", None)
+        if shared is not None:
+            edited = tokens.copy()
+            edited[0, 30:] = rng.integers(0, V, 14)
+            batch = np.concatenate([tokens, edited, noise[:1]])
+            d3, s3 = np.repeat(docs, 3, 0), np.repeat(scored, 3, 0)
+            g = geo(12, 5)
+            plain = m.score(batch, d3, s3, g)
+            forked = shared(batch, d3, s3, g, parent=np.array([-1, 0, -1]),
+                            shared=np.array([0, 30, 0]))  # fmt: skip
+            expect(np.array_equal(plain.nll, forked.nll, equal_nan=True), f"{name} fork")
+for f in failures:
+    print("FAILED", f)
+print(f"threads {torch.get_num_threads()}: {len(failures)} failures")
+sys.exit(1 if failures else 0)
