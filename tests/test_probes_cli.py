@@ -294,3 +294,13 @@ def test_a_second_model_or_an_empty_out_is_refused_not_silently_taken(args, need
     assert r.exit_code == 2 and needle in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert set(os.listdir(tmp_path)) == before
+
+
+def test_rerun_notes_fields_a_newer_version_adds_and_counts_lost_ones_as_differences():
+    from probes.framework.rerun import diff
+
+    added: list[str] = []
+    same = diff({"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": 2, "new": 3}}, added=added)
+    assert same == [] and added == ["b.new"]
+    lost = diff({"a": 1, "gone": 2}, {"a": 1}, added=[])
+    assert [d["path"] for d in lost] == ["gone"]

@@ -77,42 +77,52 @@ def min_distance(ctx: RunContext) -> int:
 ROW_ROOM = 48
 
 
-def row_limit(ctx: RunContext) -> int | None:
-    """The longest fact → answer distance a row of the model can hold, or None for no limit
-    (`max_row_length`, an optional LossModel capability: learned absolute positions end a row
-    at the position table)."""
+def row_limit(ctx: RunContext) -> tuple[int, str] | None:
+    """The longest fact → answer distance the run's texts can hold and what limits it, or None
+    for no limit: a row of the model (`max_row_length`, an optional LossModel capability:
+    learned absolute positions end a row at the position table) and, on real text, the
+    haystack the filler is cut from."""
+    limits = []
     fn = getattr(ctx.model, "max_row_length", None)
     longest = fn(ctx.geometry) if fn is not None else None
-    if longest is None:
-        return None
-    return longest - ROW_ROOM - ctx.geometry.tgt_len
+    if longest is not None:
+        limits.append(
+            (
+                longest - ROW_ROOM - ctx.geometry.tgt_len,
+                f"the {longest:,} positions of {ctx.model.info.id}",
+            )
+        )
+    if ctx.text is not None:
+        n = ctx.text.haystack.n_tokens
+        limits.append((n - ROW_ROOM, f"the haystack's {n:,} tokens"))
+    return min(limits) if limits else None
 
 
 def distance_bins(text: str, ctx: RunContext, minimum: int | None = None) -> list[tuple[int, int]]:
     """The bins of `--distance` (auto: from the horizon), none below `minimum` (default: the
-    shortest fact → answer distance, `min_distance`) and none past what a row of the model can
+    shortest fact → answer distance, `min_distance`) and none past what the run's texts can
     hold (`row_limit`: auto bins are cut there, and the bins a run records show the cut; given
-    ones are refused)."""
+    ones are refused, naming the limit)."""
     lowest = min_distance(ctx) if minimum is None else minimum
-    bins = parse_ranges(text) or auto_bins(ctx.horizon)
+    given = parse_ranges(text)
+    bins = given or auto_bins(ctx.horizon)
     limit = row_limit(ctx)
-    if limit is not None and bins[-1][1] > limit:
-        if parse_ranges(text) is not None:
+    if limit is not None and bins[-1][1] > limit[0]:
+        top, what = max(limit[0], 0), limit[1]
+        if given is not None:
             raise ProbeInputError(
-                f"--distance {text!r}: a row of {ctx.model.info.id} holds distances up to "
-                f"{max(limit, 0):,} tokens (its positions end at "
-                f"{ctx.model.max_row_length(ctx.geometry):,}); use shorter distances or "
-                "--evaluator window"
+                f"--distance {text!r}: {what} hold distances up to {top:,} tokens; give "
+                f"shorter distances{' or --evaluator window' if 'positions' in what else ''}"
             )
-        kept = [(lo, min(hi, limit)) for lo, hi in bins if lo <= limit]
-        if not kept or limit < lowest + 1:
+        kept = [(lo, min(hi, top)) for lo, hi in bins if lo <= top]
+        if not kept or top < lowest + 1:
             raise ProbeInputError(
-                f"{ctx.model.info.id}: its positions leave room for no distance bin at this "
-                "geometry; lower --mem or use --evaluator window"
+                f"{what} leave room for no distance bin (up to {top:,} tokens) at this geometry; "
+                "lower --mem or give --distance"
             )
         bins = kept
     if bins[0][0] < lowest:
-        if parse_ranges(text) is None:  # auto with a tiny horizon: start at the minimum
+        if given is None:  # auto with a tiny horizon: start at the minimum
             kept = [(max(lo, lowest), hi) for lo, hi in bins if hi > lowest + 1]
             bins = kept or [(lowest, lowest + 8)]
         else:

@@ -230,6 +230,8 @@ class PairedProbe(Probe):
             "nll_variant": float(nv.mean()),
             "correct_base": bool(correct[where.base, bt].all()),
             "correct_variant": bool(correct[where.variant, vt].all()),
+            "p_answer_base": float(np.exp(-nb.sum())),
+            "p_answer_variant": float(np.exp(-nv.sum())),
             "reach": labels[0],
             "direct_window": int(direct[0]),
             "layered_reach": int(reach[0]),
@@ -276,6 +278,8 @@ class PairedProbe(Probe):
             "delta_mean": self.delta_higher_is_better,
             "accuracy": True,
             "accuracy_variant": False,
+            "answer_prob": True,
+            "answer_prob_variant": False,
         }
         if has_alt:
             hib.update({"contrast_base": True, "contrast_variant": False, "contrast_shift": True})

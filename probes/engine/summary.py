@@ -57,6 +57,7 @@ def paired_bins(
         b.update(reach_of([toks[i] for i in ids]) or NO_REACH)
         b.update(stats.accuracy(_flags(recs, "correct_base")))
         b["accuracy_variant"] = stats.accuracy(_flags(recs, "correct_variant"))["accuracy"]
+        b.update(answer_prob(recs))
         if has_alt:
             b.update(contrast(recs))
         bins.append(b)
@@ -105,6 +106,19 @@ def family_bins(
     return bins
 
 
+def answer_prob(records: list[dict]) -> dict[str, float | None]:
+    """Mean over pairs of the answer's probability (teacher forcing) in base and variant: where
+    a pretrained model spreads its mass, accuracy (argmax) can read 0 while p(answer) says how
+    close it came. Records without the fields (runs of an earlier version) give None."""
+    out: dict[str, float | None] = {}
+    for side in ("base", "variant"):
+        vals = [r[f"p_answer_{side}"] for r in records if f"p_answer_{side}" in r]
+        out["answer_prob" if side == "base" else "answer_prob_variant"] = (
+            float(np.mean(vals)) if vals else None
+        )
+    return out
+
+
 def paired_metrics(records: list[dict], primary: list[dict], has_alt: bool) -> dict[str, Any]:
     """Run metrics: the headline delta and its by-reach split over the `primary` pairs,
     accuracies and the contrast over all pairs."""
@@ -117,6 +131,7 @@ def paired_metrics(records: list[dict], primary: list[dict], has_alt: bool) -> d
         "accuracy": acc["accuracy"],
         "accuracy_ci95": acc["accuracy_ci95"],
         "accuracy_variant": stats.accuracy(_flags(records, "correct_variant"))["accuracy"],
+        **answer_prob(records),
     }
     if has_alt:
         m.update(contrast(records))
@@ -226,6 +241,10 @@ def paired_metric_docs(delta_doc: str, has_alt: bool) -> dict[str, str]:
         "accuracy": "fraction of pairs whose every answer token is the argmax in the base",
         "accuracy_ci95": "Wilson 95% interval of accuracy",
         "accuracy_variant": "the same in the variant (the base's answer tokens)",
+        "answer_prob": "mean over pairs of the base answer's probability, exp(−Σ NLL over its "
+        "tokens) under teacher forcing: how much mass the model gives the answer, where "
+        "accuracy only says whether every token is the argmax",
+        "answer_prob_variant": "the same in the variant (the base's answer tokens)",
         "by_reach": "delta and accuracy of the pairs whose first answer token is direct / "
         "layered / beyond",
         "by_horizon": "{within, beyond}: describe() of the pair deltas and the accuracy of the "

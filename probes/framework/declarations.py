@@ -38,7 +38,11 @@ STATS = (
     Column("verdict", "verdict", "left"),
     Column("mdd80", "mdd80", "f3"),
 )
-ACCURACY = (Column("acc", "accuracy", "f2"), Column("acc var", "accuracy_variant", "f2"))
+ACCURACY = (
+    Column("acc", "accuracy", "f2"),
+    Column("acc var", "accuracy_variant", "f2"),
+    Column("p(ans)", "answer_prob", "prob"),
+)
 CONTRAST = Column("contrast shift", "contrast_shift", "mean")
 REACH = (Column("reach", "reach", "left"), Column("window / reach", "direct_window", "window"))
 PAIRED = (DISTANCE, *STATS, *ACCURACY, CONTRAST, *REACH)

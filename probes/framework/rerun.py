@@ -29,17 +29,24 @@ PROSE = {"metric_docs", "row_docs", "measure", "doc", "verdict_rule", "why"}
 TOLERANCE = 1e-6
 
 
-def diff(a: Any, b: Any, path: str = "") -> list[dict]:
-    """Every place two JSON documents differ (numbers compared exactly)."""
+def diff(a: Any, b: Any, path: str = "", added: list[str] | None = None) -> list[dict]:
+    """Every place two JSON documents differ (numbers compared exactly). A key only the rerun
+    has is output a newer version adds, not a changed result: it is listed in `added` (when
+    given) instead; a key only the original has is a difference."""
     out: list[dict] = []
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
             if k in IGNORED or k in PROSE:
                 continue
-            out += diff(a.get(k), b.get(k), f"{path}.{k}" if path else k)
+            where = f"{path}.{k}" if path else k
+            if k not in a:
+                if added is not None:
+                    added.append(where)
+                continue
+            out += diff(a.get(k), b.get(k), where, added)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            out += diff(x, y, f"{path}[{i}]")
+            out += diff(x, y, f"{path}[{i}]", added)
     elif a != b:
         out.append({"path": path, "original": a, "rerun": b})
     return out
@@ -111,7 +118,8 @@ def rerun(
             f"{str(run_dir)!r}: run.json names neither a probe nor `probe diagnose`; give a "
             "directory written by `probe run` or `probe diagnose`"
         )
-    differences = diff(original, new)
+    added: list[str] = []
+    differences = diff(original, new, added=added)
     worst = max((_abs_diff(d) for d in differences), default=0.0)
     match = "exact" if not differences else "close" if worst <= TOLERANCE else "differ"
     return {
@@ -121,7 +129,7 @@ def rerun(
         "max_abs_diff": 0.0 if not differences else (worst if math.isfinite(worst) else None),
         "tolerance": TOLERANCE,
         "differences": differences,
-        "notes": _notes(record, original, new) + _mapped(record, kwargs),
+        "notes": _notes(record, original, new) + _mapped(record, kwargs) + _added(added),
         "passed": match != "differ" and passed,
     }
 
@@ -191,6 +199,17 @@ def _mapped(record: dict, kwargs: dict) -> list[str]:
 def _shas(summary: dict) -> list:
     """The sha256 of each model a summary diagnosed (one, or `--models`' several)."""
     return [m.get("sha256") for m in summary.get("models") or [summary.get("model") or {}]]
+
+
+def _added(paths: list[str]) -> list[str]:
+    """The note naming output the original run did not record (a newer version's additions),
+    a few paths and their count."""
+    if not paths:
+        return []
+    names = sorted({p.split(".")[-1].split("[")[0] for p in paths})
+    return [
+        f"the rerun adds {len(paths)} fields the original did not record ({', '.join(names[:6])})"
+    ]
 
 
 def _notes(record: dict, original: dict, new: dict) -> list[str]:

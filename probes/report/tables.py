@@ -93,6 +93,7 @@ FORMATS: dict[str, Callable[[dict, str], str]] = {
     "f3": lambda b, k: _num(b.get(k), "{:.3f}"),
     "f4": lambda b, k: _num(b.get(k), "{:.4f}"),
     "g": lambda b, k: _num(b.get(k), "{:g}"),
+    "prob": lambda b, k: _num(b.get(k), "{:.2g}"),
     "times": lambda b, k: _num(b.get(k), "{:.1f}×"),
     "mean": lambda b, k: _mean(b.get(k)),
     "window": lambda b, k: _window(b),
