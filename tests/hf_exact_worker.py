@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from token_rows import rows
 
 from probes.adapters import hf_load
+from probes.testing import RECURRENT_FAMILIES
 from txl.geometry import Geometry
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
@@ -33,7 +34,8 @@ def expect(ok, what):
 
 rng = np.random.default_rng(0)
 for family in sys.argv[3].split(","):
-    for evaluator in ("full", "window", "stream", "sinks"):
+    recurrent = family in RECURRENT_FAMILIES
+    for evaluator in ("state", "window") if recurrent else ("full", "window", "stream", "sinks"):
         m = hf_load.load(os.path.join(root, family), evaluator=evaluator)
         name = f"{family}/{evaluator}"
         b = 21

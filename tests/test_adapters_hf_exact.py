@@ -19,7 +19,11 @@ from token_rows import rows  # noqa: E402
 
 from probes.adapters import hf_load  # noqa: E402
 from probes.cli.main import cli  # noqa: E402
-from probes.testing import TRANSFORMERS_FAMILIES, tiny_transformers  # noqa: E402
+from probes.testing import (  # noqa: E402
+    RECURRENT_FAMILIES,
+    TRANSFORMERS_FAMILIES,
+    tiny_transformers,
+)
 from synth.language import Language  # noqa: E402
 from txl.geometry import Geometry  # noqa: E402
 
@@ -30,19 +34,20 @@ HERE = Path(__file__).parent
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf-exact")
-    for f in TRANSFORMERS_FAMILIES:
+    for f in TRANSFORMERS_FAMILIES + RECURRENT_FAMILIES:
         tiny_transformers(root / f, f, max_positions=128, sliding_window=12)
     return root
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
 def test_exact_zeros_reset_and_forks_hold_at_any_thread_count(root, threads):
-    """Identical inputs in identical shapes: one row per forward, so a row's numbers do not
-    depend on where it sits in a batch (at 2 threads an AMD EPYC rounded them differently)."""
+    """Identical inputs in identical shapes: one row (a recurrent model: one piece) per forward,
+    so a row's numbers do not depend on where it sits in a batch (at 2 threads an AMD EPYC
+    rounded them differently), for every evaluator of attention and recurrent models."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run(
         [sys.executable, str(HERE / "hf_exact_worker.py"), str(root), str(V),
-         ",".join(TRANSFORMERS_FAMILIES)],
+         ",".join(TRANSFORMERS_FAMILIES + RECURRENT_FAMILIES)],
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr[-2000:]

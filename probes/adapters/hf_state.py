@@ -21,8 +21,9 @@ Evaluators (`--evaluator`):
   unbounded (`probes.reach.Horizon(state=True)`: direct window 0, bins labelled "state", the
   beyond-reach check not applicable). Neither `--mem` nor `--tgt-len` changes a score: `--mem`
   other than 0 is refused (it would suggest a window; use `window`), `--tgt-len` is recorded and
-  unused. All pieces of one `score` call are padded to one length, so a piece's arithmetic does
-  not depend on which other rows share its batch.
+  unused. Every piece is its own forward, and all pieces of one `score` call are padded to one
+  length, so a piece's arithmetic depends on its own tokens and that shape only (a
+  multi-threaded CPU matrix product may round a row by where it sits in a batch).
 - `window`: every scored token t predicted by a fresh forward (a fresh state) over the
   W = mem + tgt_len tokens before it (from its document's start under reset) — exact, one
   forward per scored token; also `score_window`, for context sweeps and RECL.
@@ -124,9 +125,6 @@ class HFStateModel(HFBase):
         x = torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)).to(self.device)
         return self.model(input_ids=x, use_cache=False).logits.float()
 
-    def _chunks(self, n: int, length: int) -> int:
-        return max(1, min(n, BUDGET // max(1, length * self._per_token_bytes())))
-
     # -- evaluators --------------------------------------------------------------------------
 
     def score(self, tokens, doc_ids, positions, geometry) -> TokenScores:
@@ -144,10 +142,9 @@ class HFStateModel(HFBase):
         # piece (r, a, b): inputs a … b − 1 of row r, from a fresh state, predict a + 1 … b
         pieces = [(r, a, b) for r in range(R) for a, b in runs(doc_ids[r, :last], geometry.reset)]
         L = max(b - a for _, a, b in pieces)
-        step = self._chunks(len(pieces), L)
         with torch.inference_mode():
-            for i in range(0, len(pieces), step):
-                chunk = pieces[i : i + step]
+            for i in range(len(pieces)):  # one piece per forward (module docstring)
+                chunk = pieces[i : i + 1]
                 ids = np.zeros((len(chunk), L), dtype=np.int64)
                 targets = np.zeros((len(chunk), L), dtype=np.int64)
                 for j, (r, a, b) in enumerate(chunk):
@@ -173,10 +170,9 @@ class HFStateModel(HFBase):
         if not jobs:
             return TokenScores(nll, correct)
         L = max(t - a for _, t, a in jobs)  # one length for the call (see module docstring)
-        step = self._chunks(len(jobs), L)
         with torch.inference_mode():
-            for i in range(0, len(jobs), step):
-                chunk = jobs[i : i + step]
+            for i in range(len(jobs)):  # one window per forward (module docstring)
+                chunk = jobs[i : i + 1]
                 ids = np.zeros((len(chunk), L), dtype=np.int64)
                 for j, (r, t, a) in enumerate(chunk):
                     ids[j, : t - a] = tokens[r, a:t]
