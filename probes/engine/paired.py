@@ -134,6 +134,7 @@ class PairedProbe(Probe):
             rows_per_job,
             f"{self.name}: scoring pairs",
             lambda items: self._score_batch(ctx, items, ctx.pad_id),
+            work=lambda i: len(self.jobs[i].pair.base) + len(self.jobs[i].pair.variant),
         )
         return self.summarize(ctx, records, toks)
 

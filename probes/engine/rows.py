@@ -69,9 +69,15 @@ ScoreChunk = Callable[[Sequence[int]], Iterable[tuple[dict[str, Any], Any]]]
 
 
 def score_batches(
-    ctx, order: Sequence[int], rows_per_item: int, description: str, score_chunk: ScoreChunk
+    ctx,
+    order: Sequence[int],
+    rows_per_item: int,
+    description: str,
+    score_chunk: ScoreChunk,
+    work: Callable[[int], float] | None = None,
 ) -> tuple[list[dict], list[Any]]:
-    """Score items in `order`, as many per call as fit (`rows_per_item` rows each):
+    """Score items in `order`, as many per call as fit (`rows_per_item` rows each; `work(i)`:
+    what item i costs, for the progress display's time left):
     `score_chunk(items)` scores them and yields (record, extra) per item, in the items' order.
     Returns records and extras indexed by item; each record is appended to samples.jsonl as
     soon as its chunk is scored (its round, under several ranks: chunk c is rank c mod N's, and
@@ -84,7 +90,8 @@ def score_batches(
     n = max(order, default=-1) + 1
     records: list[dict] = [{}] * n
     extras: list[Any] = [None] * n
-    with ctx.steps(len(order), description) as advance:
+    costs = [work(i) for i in order] if work is not None else None
+    with ctx.steps(len(order), description, costs) as advance:
         for first in range(0, len(chunks), ranks.world_size):
             this_round = chunks[first : first + ranks.world_size]
             mine = this_round[ranks.rank] if ranks.rank < len(this_round) else []

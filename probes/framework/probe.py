@@ -29,7 +29,7 @@ the bin table's columns; `diagnose_rows(summary)`, the probe's rows in `probe di
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,10 +121,13 @@ class RunContext:
             self.run_dir.append_sample(record)
 
     @contextmanager
-    def steps(self, total: int, description: str) -> Iterator[Callable[[int], None]]:
-        """Show progress over `total` steps while the block runs; yields `advance(k)`."""
+    def steps(
+        self, total: int, description: str, work: Sequence[float] | None = None
+    ) -> Iterator[Callable[[int], None]]:
+        """Show progress over `total` steps while the block runs (`work[i]`: what step i costs,
+        for the time left); yields `advance(k)`."""
         if self.progress is not None:
-            self.progress.start(total, description)
+            self.progress.start(total, description, work)
         try:
             yield self._advance
         finally:
