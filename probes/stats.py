@@ -204,14 +204,41 @@ def describe(values: np.ndarray) -> dict:
     }
 
 
+def smallest_p(n_nonzero: int) -> float:
+    """The smallest two-sided exact signed-rank p that `n_nonzero` nonzero pair deltas can give
+    (all of one sign, no ties): 2 / 2^n."""
+    return min(1.0, 2.0 ** (1 - n_nonzero)) if n_nonzero > 0 else 1.0
+
+
+def can_be_significant(nonzero: Sequence[int]) -> list[bool]:
+    """Per group (its count of nonzero pair deltas), whether any data could make it significant
+    under Holm across the groups: its own smallest p below α, and the smallest Holm can give the
+    first group it rejects, k · min p, below α too. False means too few pairs to decide — a
+    verdict of `inconclusive` there says nothing about the effect (`--quick`: 6 pairs in each of
+    4 bins reach 4 · 2/64 = 0.125 at best)."""
+    floors = [smallest_p(n) for n in nonzero]
+    k = len(floors)
+    first = k * min(floors, default=1.0)
+    return [f < ALPHA and first < ALPHA for f in floors]
+
+
 def grouped(groups: Sequence[np.ndarray], margin: float = 0.0) -> list[dict]:
-    """Per-group statistics with Holm across the groups, the verdict (with the probe's `margin`)
-    and the minimum detectable delta. Empty groups get n = 0 and None everywhere."""
+    """Per-group statistics with Holm across the groups, the verdict (with the probe's `margin`),
+    the minimum detectable delta and whether the group could be significant at all with its pairs
+    (`can_be_significant`). Empty groups get n = 0 and None everywhere."""
     stats_ = [Group.of(g) for g in groups]
     adjusted = holm([s.p_raw for s in stats_])
     k = sum(1 for s in stats_ if s.p_raw is not None)
+    tested = [i for i, s in enumerate(stats_) if s.p_raw is not None]
+    reachable = dict(
+        zip(
+            tested,
+            can_be_significant([int(np.count_nonzero(groups[i])) for i in tested]),
+            strict=True,
+        )
+    )
     out = []
-    for s, p_adj in zip(stats_, adjusted, strict=True):
+    for i, (s, p_adj) in enumerate(zip(stats_, adjusted, strict=True)):
         out.append(
             {
                 "n": s.n,
@@ -224,6 +251,7 @@ def grouped(groups: Sequence[np.ndarray], margin: float = 0.0) -> list[dict]:
                 "verdict": verdict(p_adj, s.ci95, s.delta_mean, margin),
                 "margin": margin,
                 "mdd80": mdd(s.n, s.delta_sd, max(k, 1)) if s.delta_sd is not None else None,
+                "can_be_significant": reachable.get(i),
             }
         )
     return out

@@ -145,3 +145,14 @@ def test_quantiles_from_scipy_special_equal_scipy_stats_bitwise(df, q):
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     assert (lo, hi) == (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def test_quick_bins_cannot_be_significant_whatever_their_deltas():
+    from probes.stats import can_be_significant, grouped, smallest_p
+
+    assert smallest_p(6) == 2 / 64
+    strong = [np.full(6, 5.0) + np.arange(6) * 0.1 for _ in range(4)]  # 6 pairs, 4 bins
+    bins = grouped(strong, margin=0.05)
+    assert all(b["verdict"] == "inconclusive" and b["can_be_significant"] is False for b in bins)
+    assert can_be_significant([24, 24, 24, 24]) == [True] * 4
+    assert grouped([np.full(24, 5.0) + np.arange(24) * 0.1], 0.05)[0]["verdict"] == "significant"
