@@ -33,3 +33,16 @@ def test_quiet_progress_writes_nothing(monkeypatch):
     p.advance(3)
     p.stop()
     assert err.getvalue() == ""
+
+
+def test_the_last_line_is_not_repeated_when_the_run_ends_on_it(monkeypatch):
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    now = [0.0]
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: now[0])
+    p = Progress(enabled=True, live=False)
+    p.start(2, "x")
+    now[0] = 40.0
+    p.advance(2)
+    p.stop()
+    assert len(err.getvalue().splitlines()) == 1

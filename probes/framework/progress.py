@@ -88,7 +88,7 @@ class Progress:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
-        elif plan is not None and plan.lines_written:
+        elif plan is not None and plan.lines_written and plan.printed_at != plan.done:
             self.log(plan.line())  # where it ended, after the lines before it
         self._plan = None
 
@@ -105,6 +105,7 @@ class _Plan:
         self.t0 = time.monotonic()
         self.last_line = self.t0
         self.lines_written = False
+        self.printed_at = -1  # the steps done when the last line was written
 
     def advance(self, k: int) -> None:
         self.done_work += sum(self.work[self.done : self.done + k])
@@ -123,6 +124,7 @@ class _Plan:
 
     def line(self) -> str:
         self.lines_written = True
+        self.printed_at = self.done
         elapsed = _clock(time.monotonic() - self.t0)
         left = self.left_text()
         return (
