@@ -43,6 +43,12 @@ class Progress:
         return cls(enabled=not quiet)
 
     def log(self, message: str) -> None:
+        """A status line (loading …) on a terminal; without one only the periodic progress
+        lines are written, so a refused run's stderr stays its one-line error."""
+        if self.live:
+            self._emit(message)
+
+    def _emit(self, message: str) -> None:
         if self._console is not None:
             self._console.print(f"[dim]{message}[/dim]", highlight=False)
 
@@ -81,7 +87,7 @@ class Progress:
             )  # fmt: skip
         elif time.monotonic() - plan.last_line >= LINE_EVERY_S:
             plan.last_line = time.monotonic()
-            self.log(plan.line())
+            self._emit(plan.line())
 
     def stop(self) -> None:
         plan = self._plan
@@ -89,7 +95,7 @@ class Progress:
             self._bar.stop()
             self._bar = None
         elif plan is not None and plan.lines_written and plan.printed_at != plan.done:
-            self.log(plan.line())  # where it ended, after the lines before it
+            self._emit(plan.line())  # where it ended, after the lines before it
         self._plan = None
 
 
