@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from txl import rowwise
 from txl.config import TXLConfig
 from txl.masking import ScoreMask
 from txl.positional import ShawRelative
@@ -102,8 +103,10 @@ class RelMultiHeadAttention(nn.Module):
         x_m = self.norm(mem) if self.pre_lnorm else mem  # (B, M, d)
         q, k, v = self._segment_qkv(x_h)  # (H, B, T, D) each
         if M:  # [mem; h] along time, heads first (the concatenation is the one copy)
-            k = torch.cat([self.k_proj(x_m).view(B, M, H, D).permute(2, 0, 1, 3), k], dim=2)
-            v = torch.cat([self.v_proj(x_m).view(B, M, H, D).permute(2, 0, 1, 3), v], dim=2)
+            k_m = rowwise.linear(x_m, self.k_proj.weight).view(B, M, H, D)  # (B, M, H, D)
+            v_m = rowwise.linear(x_m, self.v_proj.weight).view(B, M, H, D)
+            k = torch.cat([k_m.permute(2, 0, 1, 3), k], dim=2)
+            v = torch.cat([v_m.permute(2, 0, 1, 3), v], dim=2)
         r_keys = self.r_proj(r) if self.pos_enc == "rel" else None  # (n_dist, H·D) W_R r_d
         return self._attend(h, q, k, v, mask, rel_dist, n_dist, r_keys, bias_u, bias_v)
 
@@ -147,7 +150,9 @@ class RelMultiHeadAttention(nn.Module):
         B, T, _ = x_h.shape
         H, D = self.n_head, self.d_head
         w_qkv = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
-        qkv = F.linear(x_h, w_qkv).view(B, T, 3, H, D).permute(2, 3, 0, 1, 4)  # (3, H, B, T, D)
+        qkv = (
+            rowwise.linear(x_h, w_qkv).view(B, T, 3, H, D).permute(2, 3, 0, 1, 4)
+        )  # (3, H, B, T, D)
         return qkv.unbind(0)
 
     def _attend(
@@ -187,11 +192,11 @@ class RelMultiHeadAttention(nn.Module):
             if self.pos_enc == "rel":  # (q_i + v)·W_R r_d
                 r_k = r_grid if r_grid is not None else _grid_keys(r_keys, cols, H, D)
                 q_v = q_bt + bias_v[:, None, :].to(q.dtype) * self.scale  # (H, B·T, D)
-                grid = torch.bmm(q_v, r_k.to(q.dtype))  # (H, B·T, K+1)
+                grid = rowwise.grid(q_v, r_k.to(q.dtype), B)  # (H, B·T, K+1)
             else:  # Shaw et al.: q_i·e_d + b_d
                 e = self.shaw.emb[:n_dist][cols].permute(1, 2, 0).to(q.dtype)  # (H, D, K+1)
                 b = self.shaw.bias[:n_dist][cols].t()[:, None, :].to(q.dtype)  # (H, 1, K+1)
-                grid = torch.baddbmm(b * self.scale, q_bt, e)  # (H, B·T, K+1)
+                grid = rowwise.grid(q_bt, e, B, bias=b * self.scale)  # (H, B·T, K+1)
             pos = _rel_shift(grid.view(H * B, T, K + 1))  # (H·B, T, K)
 
         # the additive score terms: the position term (if any) and the mask bias, 0 or a finite
@@ -216,11 +221,11 @@ class RelMultiHeadAttention(nn.Module):
             out = prob.to(v.dtype) @ v  # (H·B, T, D)
         else:
             # 4-d, as the fused CPU kernel takes them (3-d inputs fall back to the plain math)
-            out = F.scaled_dot_product_attention(
+            out = rowwise.attention(
                 q_u.view(H, B, T, D),
                 k.view(H, B, K, D),
                 v.view(H, B, K, D),
-                attn_mask=bias.view(H, B, T, K),
+                bias.view(H, B, T, K),
                 dropout_p=dropatt,
                 scale=1.0,  # already applied
             )  # (H, B, T, D)
@@ -228,7 +233,7 @@ class RelMultiHeadAttention(nn.Module):
         # A row with no visible key softmaxed to a finite row (the bias is finite): its output is
         # zeroed here, forward and backward, never NaN.
         out = out * mask.has_key  # (B, T, H·D)
-        out = self.drop(self.o_proj(out))  # (B, T, d)
+        out = self.drop(rowwise.linear(out, self.o_proj.weight, self.o_proj.bias))  # (B, T, d)
 
         if self.pre_lnorm:
             return h + out

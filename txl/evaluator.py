@@ -212,7 +212,7 @@ def recompute_nll(
                 None,
                 geometry,
             )  # (n, W, d)
-            logits = m.head(hidden[:, -1])  # (n, V) only the last position is scored
+            logits = m.head(hidden[:, -1:])[:, 0]  # (n, V) only the last position is scored
             target = torch.as_tensor(tokens[b, t], device=dev)  # (n,)
             loss = torch.nn.functional.cross_entropy(logits, target, reduction="none")
             nll[b, t] = loss.double().cpu().numpy()

@@ -50,6 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from txl import rowwise
 from txl.attention import RelMultiHeadAttention
 from txl.config import TXLConfig
 from txl.geometry import Geometry
@@ -79,7 +80,8 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         y = self.norm(x) if self.pre_lnorm else x  # (B, T, d)
-        y = self.drop(self.fc2(self.drop(F.relu(self.fc1(y)))))  # (B, T, d)
+        y = F.relu(rowwise.linear(y, self.fc1.weight, self.fc1.bias))  # (B, T, d_inner)
+        y = self.drop(rowwise.linear(self.drop(y), self.fc2.weight, self.fc2.bias))  # (B, T, d)
         return x + y if self.pre_lnorm else self.norm(x + y)
 
 
@@ -192,7 +194,7 @@ class TransformerXL(nn.Module):
     def head(self, hidden: Tensor) -> Tensor:
         """(…, d) -> (…, V) logits."""
         weight = self.word_emb.weight if self.config.tie_weight else self.out_weight
-        return F.linear(hidden, weight, self.out_bias)
+        return rowwise.linear(hidden, weight, self.out_bias)
 
     def forward_hidden(
         self,
