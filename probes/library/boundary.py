@@ -282,8 +282,11 @@ class Boundary(Probe):
         concentrated = sig.get(("nomem-mem", "first_minus_rest")) and (
             g["first_minus_rest"]["mean"] > 0
         )
+        hurt = sig.get(("nomem-mem", "first")) and g["first"]["mean"] < 0
         word = {(b["kind"], b["region"]): b["verdict"] for b in outcome.bins}
-        if repaired and concentrated:
+        if hurt:  # the gain's claimed sign is > 0; a significant loss is not repair
+            head = "the memory hurts segment starts (no boundary repair)"
+        elif repaired and concentrated:
             head = "the memory repairs segment starts (gain concentrated there)"
         elif repaired:
             head = "the memory helps at segment starts, but not more than elsewhere"

@@ -70,7 +70,7 @@ from probes.framework.probe import Outcome, Probe, RunContext
 from probes.framework.registry import probe
 from probes.protocol import score_rows, tolerance
 from probes.reach import classify, gap_bins, parse_ranges
-from probes.stats import effect_word, verdict_counts
+from probes.stats import signed_effect, verdict_counts
 from synth.language import FACT_VALUE_OFFSET
 
 KINDS = ("carry-reset", "foreign-reset", "conflict")
@@ -356,10 +356,13 @@ class CrossDoc(Probe):
 
         c, f = m["carry_minus_reset"]["answer"], m["conflict"]["answer"]
         ci = c["ci95"]
-        head = {
+        head = {  # conflict > 0 claims the leak (METRIC_DOCS); a significant Δ < 0 does not
             "significant": "A's conflicting fact leaks into B's answer",
+            "opposite": "B's answer is likelier after A than after a foreign document (no leak "
+            "of A's fact)",
+            "mixed": "mixed — A's fact costs B's answer in some bins and helps it in others",
             "negligible": "A's conflicting fact leaks into B by less than the margin",
-        }.get(effect_word(family("conflict")), "no evidence that A's fact leaks into B")
+        }.get(signed_effect(family("conflict"), 1), "no evidence that A's fact leaks into B")
         text = (
             f"{self.name}: {head} — A's fact (conflict) Δ={fmt(f['mean'])} "
             f"({verdict_counts(family('conflict'))}), pull toward A's value "

@@ -103,6 +103,8 @@ class Distractor(PairedProbe):
     quick_n = 6
     supports_bridge = True  # every cell's variant of a base mapped, statements evened by filler
     finding = "distractors interfere"
+    finding_sign = 1  # Δ > 0: the answer got less likely with the distractors
+    opposite = "distractors help the answer"
     columns = (
         DISTANCE,
         Column("kind", "kind", "left", identifies=True),
