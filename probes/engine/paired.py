@@ -22,7 +22,9 @@ Per pair (the unit of analysis; tokens are never the unit):
 The run's own checks (`probes.engine.summary.paired_checks`; a failure makes `probe run` exit 1):
     identical_prefix   tokens before the first difference score the same in base and variant
                        (8 per pair, 2 with the recompute evaluator; a causality / determinism
-                       check of the evaluator)
+                       check of the evaluator). The variant is declared to share with its base
+                       only the text before these tokens, so a model that forks rows
+                       (`score_shared`) computes them in both rather than copying the base's
     beyond_reach_zero  answer tokens whose layered reach does not include the edit have delta 0
                        (length-preserving edits only; checks the reach computation and the model)
 within a dtype's tolerance (float32: 1e-4 nats); the fraction of exact zeros is reported too.
@@ -161,7 +163,10 @@ class PairedProbe(Probe):
             else:
                 r_b = reuse
                 rows.mark(r_b, np.r_[check, bt, tail])
-            r_v = rows.add(v.tokens[:lv], v.doc_ids[:lv], np.r_[check, vt, tail], r_b, shared)
+            # the variant shares only what comes before the checked tokens: a fork may take its
+            # parent's scores for the prefix it shares, and a copy checks nothing
+            fork = int(check[0]) if check.size else shared
+            r_v = rows.add(v.tokens[:lv], v.doc_ids[:lv], np.r_[check, vt, tail], r_b, fork)
             r_ba = r_va = None
             if job.alt is not None:
                 alt = np.asarray(job.alt, dtype=np.int64)
