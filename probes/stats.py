@@ -186,6 +186,20 @@ def effect_word(bins: Sequence[dict]) -> str:
     return "inconclusive"
 
 
+def signed_effect(bins: Sequence[dict], sign: int) -> str:
+    """A run's effect over its bins, with the sign its finding claims (`sign`: +1 when Δ > 0
+    supports it, −1 when Δ < 0 does): `significant` when some bins are significant and all of
+    them have that sign, `opposite` when all have the other sign, `mixed` when both occur; else
+    `negligible` or `inconclusive` as `effect_word` says."""
+    word = effect_word(bins)
+    if word != "significant":
+        return word
+    signs = {1 if b["delta_mean"] > 0 else -1 for b in bins if b.get("verdict") == "significant"}
+    if signs == {sign}:
+        return "significant"
+    return "opposite" if signs == {-sign} else "mixed"
+
+
 def verdict_counts(bins: Sequence[dict]) -> str:
     """ "2 significant, 1 negligible" — how many bins got each verdict word."""
     words = [b.get("verdict") or "untested" for b in bins]

@@ -142,3 +142,28 @@ def test_reset_that_leaks_fails_the_probes_own_check_exit_1(models, tmp_path, mo
     assert not doc["checks"]["reset_leakage_zero"]["passed"]
     assert doc["checks"]["reset_leakage_zero"]["max_abs_delta"] > 0
     assert "CHECK FAILED: reset_leakage_zero" in doc["verdict"]
+
+
+ALL_OF_A = {"carry-reset", "foreign-reset"}  # on B's answer; every kind on B's first tokens
+
+
+def test_each_row_is_labelled_by_where_what_it_measures_falls(models, tmp_path):
+    """carry-reset, foreign-reset and B's first tokens measure all of A (or the foreign document
+    in its place): their reach is counted from A's last token, so such a row labelled beyond sees
+    nothing of A and its deltas are 0 under carry; B's first tokens, right after A's last token,
+    see A directly whatever the distance of A's fact. conflict and pull on B's answer measure
+    A's fact and are labelled from it."""
+    s = probes.run("cross-doc", model=str(models["mem"]), n=4, b_distance=80, out=tmp_path,
+                   progress=False, threads=1)  # fmt: skip
+    tol = s.checks["beyond_reach_zero"]["tolerance"]
+    whole = [b for b in s.bins if b["tokens"] == "first" or b["kind"] in ALL_OF_A]
+    assert {b["reach_from"] for b in whole} == {"A's end"}
+    assert {b["reach_from"] for b in s.bins if b not in whole} == {"A's fact"}
+    assert {b["reach"] for b in whole if b["tokens"] == "first"} == {"direct"}
+    beyond = [b for b in whole if b["reach"] == "beyond"]
+    assert beyond  # B's answer lies past the reach of A's last token (b_distance 80)
+    for b in beyond:
+        assert abs(b["delta_mean"]) <= tol and max(map(abs, b["ci95"])) <= tol, b
+    far = max(b["distance_lo"] for b in s.bins)
+    fact = [b for b in s.bins if b not in whole and b["distance_lo"] == far]
+    assert {b["reach"] for b in fact} == {"beyond"}  # A's fact in the farthest bin

@@ -258,7 +258,9 @@ class CountingModel:
 
 def test_distractor_cells_share_their_clean_bases(models, tmp_path):
     lm = CountingModel(adapters.load(models["mem"]))
-    s = probes.run("distractor", model=lm, k="1,2", n=3, out=tmp_path, progress=False)
+    s = probes.run(
+        "distractor", model=lm, k="1,2", distance="32-40", n=3, out=tmp_path, progress=False
+    )
     cells = [(b["kind"], b["k"]) for b in s.bins]
     assert cells == [
         ("same_attribute", 1), ("same_attribute", 2), ("same_entity", 1), ("same_entity", 2),

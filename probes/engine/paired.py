@@ -22,7 +22,9 @@ Per pair (the unit of analysis; tokens are never the unit):
 The run's own checks (`probes.engine.summary.paired_checks`; a failure makes `probe run` exit 1):
     identical_prefix   tokens before the first difference score the same in base and variant
                        (8 per pair, 2 with the recompute evaluator; a causality / determinism
-                       check of the evaluator)
+                       check of the evaluator). The variant is declared to share with its base
+                       only the text before these tokens, so a model that forks rows
+                       (`score_shared`) computes them in both rather than copying the base's
     beyond_reach_zero  answer tokens whose layered reach does not include the edit have delta 0
                        (length-preserving edits only; checks the reach computation and the model)
 within a dtype's tolerance (float32: 1e-4 nats); the fraction of exact zeros is reported too.
@@ -41,7 +43,7 @@ from probes.engine.rows import Rows, first_difference, score_batches
 from probes.framework.probe import Outcome, Probe, RunContext
 from probes.protocol import score_rows, tolerance
 from probes.reach import REACH_LABELS, UNBOUNDED, doc_starts
-from probes.stats import effect_word, verdict_counts
+from probes.stats import signed_effect, verdict_counts
 
 # Tokens before the first difference compared by `identical_prefix`: free for a streaming model
 # (it scores every token anyway), a whole window each for the recompute evaluator.
@@ -105,6 +107,10 @@ class PairedProbe(Probe):
     shards = True  # scores through score_batches only
     delta_doc = "mean over answer tokens of NLL(variant) − NLL(base), nats"
     finding = "the model uses the fact"  # what a significant run shows
+    # The sign of Δ the finding claims (+1: Δ > 0 supports it) and what significant bins of the
+    # other sign show instead; the verdict's head follows the sign of the significant bins.
+    finding_sign: ClassVar[int] = 1
+    opposite: ClassVar[str] = "the effect runs the other way"
     docs: ClassVar[
         dict[str, str]
     ] = {}  # the probe's own metric docs (and its wording of shared ones)
@@ -163,7 +169,10 @@ class PairedProbe(Probe):
             else:
                 r_b = reuse
                 rows.mark(r_b, np.r_[check, bt, tail])
-            r_v = rows.add(v.tokens[:lv], v.doc_ids[:lv], np.r_[check, vt, tail], r_b, shared)
+            # the variant shares only what comes before the checked tokens: a fork may take its
+            # parent's scores for the prefix it shares, and a copy checks nothing
+            fork = int(check[0]) if check.size else shared
+            r_v = rows.add(v.tokens[:lv], v.doc_ids[:lv], np.r_[check, vt, tail], r_b, fork)
             r_ba = r_va = None
             if job.alt is not None:
                 alt = np.asarray(job.alt, dtype=np.int64)
@@ -333,14 +342,23 @@ class PairedProbe(Probe):
             mean = sum(b["delta_mean"] * b["n"] for b in sel) / n
             parts.append(f"{label} Δ={mean:+.3f} ({verdict_counts(sel)})")
         margin = primary[0].get("margin", self.margin) if primary else self.margin
-        head = f"{self.name}: {self.effect_phrase(effect_word(primary), margin)}"
+        word = signed_effect(primary, self.finding_sign)
+        head = f"{self.name}: {self.effect_phrase(word, margin)}"
         return f"{head} — {'; '.join(parts)}{checks.note(outcome.checks)}"
 
     def effect_phrase(self, word: str, margin: float) -> str:
-        """The verdict's head for the bins' `effect_word` (significant | negligible |
-        inconclusive), from the probe's `finding`."""
+        """The verdict's head for the bins' `signed_effect` (significant | opposite | mixed |
+        negligible | inconclusive), from the probe's `finding`, `finding_sign` and `opposite`."""
         if word == "significant":
             return self.finding
+        if word in ("opposite", "mixed"):
+            claimed, other = (">", "<") if self.finding_sign > 0 else ("<", ">")
+            if word == "opposite":
+                return f"{self.opposite} (significant Δ {other} 0: not that {self.finding})"
+            return (
+                f"mixed — significant bins of both signs (Δ {claimed} 0: {self.finding}; "
+                f"Δ {other} 0: {self.opposite})"
+            )
         if word == "negligible":
             return f"negligible — if {self.finding}, by less than ±{margin:g} {self.margin_unit}"
         return f"inconclusive — no evidence that {self.finding}"

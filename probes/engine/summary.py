@@ -64,14 +64,17 @@ def paired_bins(
     return bins
 
 
-def reach_of(toks: list[dict], select: str | None = None, value: bool = True) -> dict | None:
+def reach_of(
+    toks: list[dict], select: str | None = None, value: bool = True, distance: str = "distance"
+) -> dict | None:
     """Where a bin's scored tokens fall (probes.reach.label_bin), over every token of `toks`
-    or those whose `select` flag equals `value`."""
+    or those whose `select` flag equals `value`, at the distances `toks[distance]` (from what
+    the bin measures)."""
 
     def values(key: str) -> list:
         return [x for t in toks for x in (t[key] if select is None else t[key][t[select] == value])]
 
-    return label_bin(values("distance"), values("direct"), values("reach"))
+    return label_bin(values(distance), values("direct"), values("reach"))
 
 
 def by_group(groups: list[dict], records: list[dict]) -> list[list[dict]]:
@@ -83,24 +86,26 @@ def family_bins(
     groups: list[dict],
     records: list[dict],
     toks: list[dict],
-    families: list[tuple[dict, str, bool]],
+    families: list[tuple[dict, str, bool, str]],
     select: str,
     margin: float,
 ) -> list[dict]:
     """Bins of several per-pair measures over the same groups. Each family is (its fields, the
-    record key of its pair value, which tokens it measures: `toks[select] == value`); it gets one
-    bin per group, with Holm across the groups of that family, and the reach of its tokens."""
+    record key of its pair value, which tokens it measures: `toks[select] == value`, and the
+    token array of distances from what it measures); it gets one bin per group, with Holm
+    across the groups of that family, and the reach of its tokens at those distances."""
     recs = by_group(groups, records)
     tok_groups = [[t for t, r in zip(toks, records, strict=True) if r["group"] == g]
                   for g in range(len(groups))]  # fmt: skip
     bins = []
-    for fields, key, value in families:
+    for fields, key, value, distance in families:
         fam = stats.grouped([np.array([r[key] for r in grp]) for grp in recs], margin)
         for g, grp in enumerate(recs):
             b = {**groups[g], **fields, **fam[g]}
             b["distance_mean"] = float(np.mean([r["distance"] for r in grp])) if grp else None
             b.update(
-                reach_of(tok_groups[g], select, value) or {"reach": None, "within_horizon": None}
+                reach_of(tok_groups[g], select, value, distance)
+                or {"reach": None, "within_horizon": None}
             )
             bins.append(b)
     return bins

@@ -26,9 +26,13 @@ Metrics: `delta_mean` / `delta_ci95` / `p_value` = the gain in the first `--firs
 first_minus_rest}: describe()), `by_position` (the curve, per position: mean and CI of both,
 and the three NLLs). Bins: kind (nomem-mem | doc-mem) × region (first | rest |
 first_minus_rest, shown as `positions`), Holm across the three of one kind. Plot:
-`boundary_gain.png`, the two curves by position with CI bands. Own check:
+`boundary_gain.png`, the two curves by position with CI bands. Own checks:
 `first_segment_equal` — the first segment has no memory under either condition, so mem and nomem
-score its tokens the same.
+score its tokens the same; `reset_boundary_equal` — under reset the first scored segment after its
+boundary is scored once more with the text before the boundary reversed (same length and doc
+ids, other content, a scoring call of its own), and must score the same within the dtype's
+tolerance: an evaluator that ignores reset reads the text before the boundary and fails it (not
+applicable under `--carry`, where the doc condition reads it by design).
 
 With `--haystack` the text is real: shuffled independent sentences of the haystack, the One
 Billion Word analogue (sentences of real prose share more than synth's do — a style, a
@@ -166,10 +170,42 @@ class Boundary(Probe):
         mem = score_rows(ctx.model, tokens, docs, pos, ctx.geometry, parent=parent, shared=shared)
         main = np.array([r for _, r, _ in layout])
         nomem = score_rows(ctx.model, tokens[main], docs[main], pos[main], self.nomem_geometry)
-        return [
-            self._record(ctx, i, mem.nll, nomem.nll[j], r_main, r_docs, seg_starts, check)
-            for j, (i, r_main, r_docs) in enumerate(layout)
-        ]
+        other = self._other_prefix(ctx, tokens, docs, [r[0] for _, _, r in layout], seg_starts[0])
+        out = []
+        for j, (i, r_main, r_docs) in enumerate(layout):
+            rec, curve = self._record(
+                ctx, i, mem.nll, nomem.nll[j], r_main, r_docs, seg_starts, check
+            )
+            rec.update(self._reset_check(mem.nll[r_docs[0]], other, j, seg_starts[0]))
+            out.append((rec, curve))
+        return out
+
+    def _other_prefix(self, ctx, tokens, docs, rows, start):
+        """Under reset: the first scored segment after its document boundary, scored once more
+        with the text before the boundary reversed (same length, same doc ids, other content).
+        None under carry, where that segment reads the text before it by design."""
+        from probes.protocol import score_rows
+
+        if not ctx.geometry.reset:
+            return None
+        T = ctx.geometry.tgt_len
+        end = start + T + 1
+        tok, doc = tokens[rows, :end].copy(), docs[rows, :end]
+        tok[:, :start] = tok[:, start - 1 :: -1]
+        pos = np.zeros(tok.shape, dtype=bool)
+        pos[:, start + 1 :] = True
+        return score_rows(ctx.model, tok, doc, pos, ctx.geometry).nll
+
+    def _reset_check(self, doc_row, other, j, start):
+        """|NLL| difference of the segment after the boundary, after the text and after the
+        reversed text (the `reset_boundary_equal` check; nothing to check under carry)."""
+        if other is None:
+            return {"reset_check_max_abs": 0.0, "reset_check_tokens": 0}
+        t = start + 1 + np.arange(other.shape[1] - start - 1)
+        return {
+            "reset_check_max_abs": float(np.abs(other[j, t] - doc_row[t]).max()),
+            "reset_check_tokens": len(t),
+        }
 
     def _record(self, ctx, i, nll, nomem_row, r_main, r_docs, seg_starts, check):
         T = ctx.geometry.tgt_len
@@ -247,7 +283,18 @@ class Boundary(Probe):
                 worst=max((r["check_max_abs"] for r in records), default=0.0),
                 tolerance=tolerance(ctx.model),
                 why_empty="no texts",
-            )
+            ),
+            "reset_boundary_equal": zero_check(
+                "under reset, the segment after the document boundary scores the same when the "
+                "text before the boundary is replaced (reversed): the doc condition reads "
+                "nothing of it",
+                covered=sum(r["reset_check_tokens"] for r in records),
+                worst=max((r["reset_check_max_abs"] for r in records), default=0.0),
+                tolerance=tolerance(ctx.model),
+                why_empty="--carry: the segment after the boundary reads the text before it"
+                if not ctx.geometry.reset
+                else "no texts",
+            ),
         }
         outcome = Outcome(
             metrics=metrics,
@@ -282,8 +329,11 @@ class Boundary(Probe):
         concentrated = sig.get(("nomem-mem", "first_minus_rest")) and (
             g["first_minus_rest"]["mean"] > 0
         )
+        hurt = sig.get(("nomem-mem", "first")) and g["first"]["mean"] < 0
         word = {(b["kind"], b["region"]): b["verdict"] for b in outcome.bins}
-        if repaired and concentrated:
+        if hurt:  # the gain's claimed sign is > 0; a significant loss is not repair
+            head = "the memory hurts segment starts (no boundary repair)"
+        elif repaired and concentrated:
             head = "the memory repairs segment starts (gain concentrated there)"
         elif repaired:
             head = "the memory helps at segment starts, but not more than elsewhere"

@@ -35,8 +35,11 @@ The run's own checks (a failure makes `probe run` exit 1):
                          past A's layered reach so that the check has tokens to check
 
 Bins: distance (A's fact → the boundary) × kind × tokens; Holm runs across the distance bins of
-one (kind, tokens) family. Each bin's reach label is that of the distance from A's fact to the
-scored tokens under the carry geometry (under reset A is never visible). Every policy is run on
+one (kind, tokens) family. Each bin's reach label says where what the row measures falls for its
+scored tokens under the carry geometry (under reset A is never visible), `reach_from`: A's fact
+(its last token) for conflict and pull on B's answer; A's end (its last token, the boundary's
+neighbour) for the rows that measure all of A — carry-reset, foreign-reset and every row of B's
+first tokens — so a row labelled beyond sees nothing of A at all. Every policy is run on
 the same tokens, so --reset/--carry is refused (exit 2); `metrics.policies` names what ran.
 
 With `--haystack` all three are real text (`synth.text.contexts`): English facts and queries in
@@ -73,7 +76,7 @@ from probes.framework.probe import Outcome, Probe, RunContext
 from probes.framework.registry import probe
 from probes.protocol import reset_moves_positions, score_rows, tolerance
 from probes.reach import classify, gap_bins, parse_ranges
-from probes.stats import effect_word, verdict_counts
+from probes.stats import signed_effect, verdict_counts
 from synth.language import FACT_VALUE_OFFSET
 
 KINDS = ("carry-reset", "foreign-reset", "conflict")
@@ -84,6 +87,12 @@ FAMILIES = (
     *(("answer", k) for k in (*KINDS, "pull")),
     *(("first", k) for k in KINDS),
 )
+# What a family measures decides where its reach label is counted from: A's fact (its last
+# token) for what A's fact does to B's answer (conflict, pull); A's last token for the rows that
+# measure all of A — any cache content (carry-reset), a foreign document in A's place
+# (foreign-reset), and every row of B's first tokens, which ask nothing about the fact.
+OF_FACT = {("answer", "conflict"), ("answer", "pull")}
+REACH_FROM = {"fact": ("A's fact", "distance"), "all": ("A's end", "distance_end")}
 
 DISTANCE_HELP = (
     "bins of the distance from A's fact (its last token) to the document boundary (B's <eod>): "
@@ -117,6 +126,7 @@ class CrossDoc(Probe):
         Column("tokens", "tokens", identifies=True),
         *STATS,
         Column("acc", "accuracy", "f2"),
+        Column("reach of", "reach_from", "left"),
         *REACH,
     )
     runs_every_policy = True
@@ -263,6 +273,7 @@ class CrossDoc(Probe):
             "position": scored,
             "is_answer": np.r_[np.zeros(k, bool), np.ones(len(ans), bool)],
             "distance": dist,
+            "distance_end": scored - (pr["len_a"] - 1),  # from A's last token (not in tokens.npz)
             "direct": direct,
             "reach": reach,
             **{f"nll_{key}": v for key, v in nll.items()},
@@ -271,9 +282,10 @@ class CrossDoc(Probe):
 
     def summarize(self, ctx: RunContext, records: list[dict], toks: list[dict]) -> Outcome:
         families = [
-            ({"kind": kind, "tokens": tokens, "measure": f"{kind} · {tokens}"},
-             f"{kind.replace('-', '_')}_{tokens}", tokens == "answer")
+            ({"kind": kind, "tokens": tokens, "measure": f"{kind} · {tokens}", "reach_from": frm},
+             f"{kind.replace('-', '_')}_{tokens}", tokens == "answer", distance)
             for tokens, kind in FAMILIES
+            for frm, distance in [REACH_FROM["fact" if (tokens, kind) in OF_FACT else "all"]]
         ]  # fmt: skip
         bins = family_bins(self.groups, records, toks, families, "is_answer", ctx.margin)
         groups = [grp for _ in families for grp in by_group(self.groups, records)]
@@ -364,10 +376,13 @@ class CrossDoc(Probe):
 
         c, f = m["carry_minus_reset"]["answer"], m["conflict"]["answer"]
         ci = c["ci95"]
-        head = {
+        head = {  # conflict > 0 claims the leak (METRIC_DOCS); a significant Δ < 0 does not
             "significant": "A's conflicting fact leaks into B's answer",
+            "opposite": "B's answer is likelier after A than after a foreign document (no leak "
+            "of A's fact)",
+            "mixed": "mixed — A's fact costs B's answer in some bins and helps it in others",
             "negligible": "A's conflicting fact leaks into B by less than the margin",
-        }.get(effect_word(family("conflict")), "no evidence that A's fact leaks into B")
+        }.get(signed_effect(family("conflict"), 1), "no evidence that A's fact leaks into B")
         text = (
             f"{self.name}: {head} — A's fact (conflict) Δ={fmt(f['mean'])} "
             f"({verdict_counts(family('conflict'))}), pull toward A's value "
@@ -456,5 +471,8 @@ METRIC_DOCS = {
     "bins[].tokens": "answer (B's answer tokens) | first (B's first tokens after its <eod>)",
     "bins[].distance_lo/hi": "distance from A's fact (its last token) to B's <eod>",
     "bins[].p_value": "signed-rank p, Holm-adjusted across the distance bins of one (kind, tokens)",
-    "bins[].reach": "where A's fact falls for the bin's scored tokens under the carry geometry",
+    "bins[].reach": "where what the bin measures falls for its scored tokens under the carry "
+    "geometry, counted from bins[].reach_from",
+    "bins[].reach_from": "A's fact (its last token: conflict and pull on B's answer) | A's end "
+    "(A's last token: the rows that measure all of A — carry-reset, foreign-reset, first tokens)",
 }

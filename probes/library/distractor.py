@@ -15,7 +15,9 @@ kind:
 Grid: kind × k (near_miss only at k = 1: a one-token value has a single near miss in the
 language, and synth never states a value twice; larger k are listed in `skipped_cells`). The clean bases are shared by every cell (cell (kind, k) pair i distracts base
 i), so cells compare like with like. The distance defaults to one bin inside the direct window
-(where the model can read the fact at all) with room for the largest k.
+(where the model can read the fact at all) with room for the largest k: the far half of the
+shortest direct window, from the statements' room on; a window shorter than that room is refused
+(exit 2) rather than placing the bin beyond it.
 
 Through the tokenizer bridge (a model with its own tokenizer) the distance is in model tokens
 (each base's synth distance fitted into the range) and a base is kept only when every cell's
@@ -103,6 +105,8 @@ class Distractor(PairedProbe):
     quick_n = 6
     supports_bridge = True  # every cell's variant of a base mapped, statements evened by filler
     finding = "distractors interfere"
+    finding_sign = 1  # Δ > 0: the answer got less likely with the distractors
+    opposite = "distractors help the answer"
     columns = (
         DISTANCE,
         Column("kind", "kind", "left", identifies=True),
@@ -128,8 +132,17 @@ class Distractor(PairedProbe):
                 )
             return lo, hi
         (dmin, _), _ = ctx.horizon.ranges()
-        lo = max(need, dmin // 2)
-        return lo, max(lo + 16, dmin)
+        if ctx.horizon.state:  # a recurrent state reads the fact at any distance
+            return need, need + 16
+        if need > dmin:  # no distance with room for the statements is read directly
+            g = ctx.geometry
+            raise ProbeInputError(
+                f"--distance auto: the direct window is as short as {dmin} tokens (mem "
+                f"{g.mem_len}, tgt {g.tgt_len}) and {kmax} distractors need a distance of at "
+                f"least {need}: give --k with fewer distractors, a longer --mem, or --distance "
+                f"LO-HI (from {need}; a fact beyond the direct window is not read directly)"
+            )
+        return max(need, dmin // 2), dmin  # the window's far half, every token reading it
 
     def plan(self, ctx: RunContext) -> None:
         from synth import rng as rnd

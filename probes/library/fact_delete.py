@@ -59,6 +59,8 @@ class FactDelete(PairedProbe):
     supports_haystack = True
     supports_bridge = True
     finding = "the fact's presence helps the answer"
+    finding_sign = 1  # Δ > 0: the answer got less likely without the fact
+    opposite = "the fact's presence hurts the answer"
     columns = PAIRED
     delta_doc = "mean over answer tokens of NLL(variant: fact deleted) − NLL(base), nats"
 

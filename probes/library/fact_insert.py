@@ -74,6 +74,8 @@ class FactInsert(PairedProbe):
     quick_n = 4
     supports_bridge = True  # the inserted fact evened to the filler it overwrites
     finding = "the inserted fact helps"
+    finding_sign = 1  # Δ > 0: the answer is likelier with the inserted fact
+    opposite = "the inserted fact hurts the answer"
     columns = (
         DISTANCE,
         Column("depth", "depth", identifies=True),

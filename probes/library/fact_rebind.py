@@ -67,6 +67,8 @@ class FactRebind(PairedProbe):
     default_n = 24
     quick_n = 6
     finding = "the model looks the entity up (keyed lookup)"
+    finding_sign = 1  # Δ > 0: the answer got less likely with the fact bound elsewhere
+    opposite = "the answer is likelier with the fact bound to another entity"
     columns = (PAIRED[0], Column("variant", "variant", "left", identifies=True), *PAIRED[1:])
     delta_doc = "mean over answer tokens of NLL(variant) − NLL(base: the fact as stated), nats"
 

@@ -50,6 +50,8 @@ class FactSwap(PairedProbe):
     default_n = 24
     quick_n = 6
     finding = "the model reads the fact"
+    finding_sign = 1  # Δ > 0: the answer A got less likely when the fact said B
+    opposite = "the answer is likelier when the fact states another value"
     columns = PAIRED
     delta_doc = (
         "mean over answer tokens of NLL(variant: fact says B) − NLL(base: fact says A), nats"

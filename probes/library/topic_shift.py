@@ -91,6 +91,8 @@ class TopicShift(PairedProbe):
         "tenths of a nat"
     )
     finding = "the model adapts to the distant topic"
+    finding_sign = 1  # Δ > 0: the filler got less likely after distant text of another topic
+    opposite = "the filler is likelier after distant text of another topic"
     columns = (DISTANCE, Column("tokens", "tokens", identifies=True), *STATS, *ACCURACY, *REACH)
     plot_series = "tokens"
     supports_haystack = True  # real text: synth.text.contexts.topic_shift
