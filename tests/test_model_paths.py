@@ -96,3 +96,16 @@ def test_the_transformer_xl_lower_bound_holds_for_every_shipped_checkpoint():
         assert parameter_lower_bound(ckpt.config) <= stored, d.name
         checked += 1
     assert checked >= 3
+
+
+def test_a_gguf_file_is_a_model_source_with_or_without_hf_prefix(tmp_path):
+    from probes.framework.models import model_source
+    from probes.framework.probe import ProbeInputError
+
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"GGUF\x03\x00\x00\x00")
+    assert model_source(str(f)) == f and model_source(f"hf:{f}") == f
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not gguf")
+    with pytest.raises(ProbeInputError, match="not a GGUF file"):
+        model_source(f"hf:{bad}")

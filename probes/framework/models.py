@@ -99,16 +99,17 @@ def is_loss_model(model: Any) -> bool:
 
 def model_source(model: str | os.PathLike, option: str = "--model") -> Any:
     """One `--model`: `planted:FIELD=V,…` (a planted LossModel, probes.adapters.planted: known
-    effects, no torch), `hf:DIR` (a transformers model directory, checked here), else a
+    effects, no torch), `hf:DIR` (a transformers model directory or GGUF file, checked here), else a
     checkpoint directory, a transformers model directory, a GGUF file (or a directory holding
     one) or a shipped model's name — what it is, and what is wrong with it, told here
     (`probes.adapters.hf_dir.model_kind`) before anything is loaded."""
     if str(model).startswith("hf:"):
-        from probes.adapters.hf_dir import ModelDirError, read_config
+        from probes.adapters.hf_dir import ModelDirError, gguf_file, read_config
 
         path = Path(str(model)[3:]).expanduser()
         try:
-            read_config(path)
+            if gguf_file(path) is None:
+                read_config(path)
         except ModelDirError as e:
             raise ProbeInputError(str(e).replace("--model", option, 1)) from None
         return path
