@@ -36,7 +36,11 @@ from probes.adapters.hf_scoring import model_info
 from probes.adapters.txl import DTYPES, AdapterError
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float64": 8}
-LOAD_FACTOR = 1.25  # peak memory of a load over its weights (buffers, the dequantized copy)
+LOAD_FACTOR = 1.25  # peak memory of a directory's load over its weights at --dtype
+# A GGUF load holds every tensor dequantized and then the model's own copy, and converts the
+# tokenizer: measured over the weights at float32, 1.8x (SmolLM2-135M, Q4_1) and 2.8x (Gemma 3
+# 270M, Q4_K_M, whose 262,144-token vocabulary is most of it).
+GGUF_LOAD_FACTOR = 3.0
 ERROR_CHARS = 400  # how much of transformers' own message a refusal quotes
 
 
@@ -62,15 +66,15 @@ def error_text(e: BaseException, limit: int = ERROR_CHARS) -> str:
     return out
 
 
-def check_load_memory(where: str, parameters: int, dtype: str) -> None:
-    """Refuse (AdapterError) a model whose weights at `dtype` would not fit in memory, before
-    anything is loaded."""
+def check_load_memory(where: str, parameters: int, dtype: str, factor: float = LOAD_FACTOR) -> None:
+    """Refuse (AdapterError) a model whose load (`factor` times its weights at `dtype`) would not
+    fit in memory, before anything is loaded."""
     from probes.limits import LimitError, require_memory
 
     try:
         require_memory(
             f"model {where} ({parameters:,} parameters in {dtype})",
-            int(LOAD_FACTOR * parameters * DTYPE_BYTES[dtype]),
+            int(factor * parameters * DTYPE_BYTES[dtype]),
             "give a smaller model" + (" or --dtype bfloat16" if dtype != "bfloat16" else ""),
         )
     except LimitError as e:
@@ -286,7 +290,7 @@ def _load_gguf(
         raise AdapterError(f"--dtype {dtype!r}: use float32, bfloat16 or float64")
     AutoModelForCausalLM = _transformers(path, gguf=True)
     header = gguf_header(file)
-    check_load_memory(repr(str(path)), header["values"], dtype)
+    check_load_memory(repr(str(path)), header["values"], dtype, GGUF_LOAD_FACTOR)
     placed = placement(device)
     where = dict(local_files_only=True, trust_remote_code=False, gguf_file=file.name)
     try:
