@@ -290,6 +290,8 @@ def _load_gguf(
         raise AdapterError(f"--dtype {dtype!r}: use float32, bfloat16 or float64")
     AutoModelForCausalLM = _transformers(path, gguf=True)
     header = gguf_header(file)
+    arch = str(header["architecture"] or "")
+    _evaluator_for(arch if arch in RECURRENT else arch or "gguf", evaluator, path, sinks)  # early
     check_load_memory(repr(str(path)), header["values"], dtype, GGUF_LOAD_FACTOR)
     placed = placement(device)
     where = dict(local_files_only=True, trust_remote_code=False, gguf_file=file.name)
