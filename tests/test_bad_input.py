@@ -148,7 +148,7 @@ CASES = [
     ("model-config-type-error", ("run", "fact-swap", "--model", "m", *OUT), _model_with(lambda c: {**c, "model": {**c["model"], "n_layer": "two"}}), 2, "n_layer"),
     ("model-without-weights", ("run", "fact-swap", "--model", "m", *OUT), _no_weights, 2, "model.safetensors"),
     ("model-garbage-weights", ("run", "fact-swap", "--model", "m", *OUT), _garbage_weights, 2, "safetensors"),
-    ("model-txl-1e5-layers", ("run", "fact-swap", "--model", "m", *OUT), _model_with(lambda c: {**c, "model": {**c["model"], "n_layer": 100_000}}), 2, "describes a model of at least"),
+    ("model-txl-1e5-layers", ("run", "fact-swap", "--model", "m", *OUT), _model_with(lambda c: {**c, "model": {**c["model"], "n_layer": 100_000}}), 2, "implies a model of at least"),
     # probe run: transformers directories and GGUF files, checked before anything is built
     ("hf-1e5-layers", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir({**LLAMA, "num_hidden_layers": 100_000}), 2, "100,000 layers"),
     ("hf-huge-hidden", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir({**LLAMA, "hidden_size": 10**7}), 2, "describes a model of at least"),
