@@ -109,3 +109,15 @@ def test_a_gguf_file_is_a_model_source_with_or_without_hf_prefix(tmp_path):
     bad.write_bytes(b"not gguf")
     with pytest.raises(ProbeInputError, match="not a GGUF file"):
         model_source(f"hf:{bad}")
+
+
+def test_a_truncated_gguf_file_is_refused_as_unreadable_not_as_a_checkpoint(tmp_path):
+    pytest.importorskip("gguf")
+    from probes.adapters.hf_load import gguf_header
+    from probes.adapters.txl import AdapterError
+
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)
+    with pytest.raises(AdapterError, match=r"is not a readable GGUF file") as e:
+        gguf_header(f)
+    assert "\n" not in str(e.value) and "checkpoint" not in str(e.value)

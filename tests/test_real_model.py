@@ -217,3 +217,15 @@ def test_probe_run_on_the_gguf_file_records_what_it_read(tmp_path):
     assert run["model"]["sha256"] == weights["sha256"]
     vocab = run["vocabulary"]
     assert vocab["opening_token"] == "<|im_start|>" and vocab["opening_from"] == "bos"
+
+
+def test_a_gguf_models_tokenizer_may_be_given_with_tokenizer(full, tmp_path):
+    """--tokenizer PATH instead of the file's own (a tokenizer.json saved beside it, say): read,
+    opened with its directory's bos, recorded as the origin."""
+    from probes.framework.text import model_vocabulary
+
+    (tmp_path / "tokenizer.json").write_text(json.dumps(full.tokenizer))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<|endoftext|>"}))
+    v = model_vocabulary(full, str(tmp_path), "smollm2").record()
+    assert v["origin"] == str(tmp_path.resolve()) and v["opening_token"] == "<|endoftext|>"
+    assert v["opening_from"] == "bos" and v["tokenizer_size"] == full.info.vocab_size
