@@ -151,8 +151,8 @@ CASES = [
     ("model-txl-1e5-layers", ("run", "fact-swap", "--model", "m", *OUT), _model_with(lambda c: {**c, "model": {**c["model"], "n_layer": 100_000}}), 2, "implies a model of at least"),
     # probe run: transformers directories and GGUF files, checked before anything is built
     ("hf-1e5-layers", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir({**LLAMA, "num_hidden_layers": 100_000}), 2, "100,000 layers"),
-    ("hf-huge-hidden", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir({**LLAMA, "hidden_size": 10**7}), 2, "describes a model of at least"),
-    ("hf-huge-vocab", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir({**LLAMA, "vocab_size": 10**9}), 2, "describes a model of at least"),
+    ("hf-huge-hidden", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir({**LLAMA, "hidden_size": 10**7}), 2, "implies a model of at least"),
+    ("hf-huge-vocab", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir({**LLAMA, "vocab_size": 10**9}), 2, "implies a model of at least"),
     ("hf-weights-beyond-memory", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir({**LLAMA, "hidden_size": 2**20, "vocab_size": 2**20}, weights_shape=(2**20, 2**20)), 2, "needs about"),
     ("hf-garbage-config", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir("{oops"), 2, "config.json is not JSON"),
     ("hf-list-config", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir([LLAMA]), 2, "config.json holds a JSON list"),

@@ -315,7 +315,7 @@ def _check_shapes_before_building(root: Path, config: TXLConfig) -> None:
     claimed = parameter_lower_bound(config)
     if claimed > 2 * stored:  # a near miss gets the tensor-by-tensor message below
         raise CheckpointError(
-            f"{root / CONFIG_FILE}: config.json implies a model of at least {claimed:,} parameters "
+            f"{root / CONFIG_FILE} implies a model of at least {claimed:,} parameters "
             f"({config.n_layer:,} layers, d_model {config.d_model:,}, vocab "
             f"{config.vocab_size:,}), but {WEIGHTS_FILE} holds {stored:,} values; give the "
             "config.json saved with these weights"

@@ -266,7 +266,7 @@ def read_config(path: str | os.PathLike) -> dict[str, Any]:
     stored = stored_elements(p, where)
     if size is not None and size["lower_bound"] > CLAIM_SLACK * stored:
         raise ModelDirError(
-            f"--model {where}: config.json describes a model of at least "
+            f"--model {where}: config.json implies a model of at least "
             f"{size['lower_bound']:,} parameters ({size['layers']:,} layers, hidden "
             f"{size['hidden']:,}, vocab {size['vocab']:,}), but its weights hold {stored:,} "
             "values; give the config.json saved with these weights"
