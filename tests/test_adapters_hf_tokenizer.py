@@ -106,3 +106,41 @@ def test_what_a_model_reads_is_told_by_its_tokenizer_json_and_said_by_tokenizer(
     (synth_dir / "tokenizer.json").write_text(json.dumps(other.to_json()))
     r = CliRunner().invoke(cli, ["run", "fact-swap", "--model", str(synth_dir), *common])
     assert r.exit_code == 2 and "language mismatch" in r.stderr
+
+
+def test_a_model_stating_no_tokenizer_is_refused_unless_its_vocabulary_is_the_languages(tmp_path):
+    """Without tokenizer.json a model would be fed synth ids: refused when its vocabulary is not
+    the synth language's (one line, exit 2, nothing written), accepted and said in run.json when
+    it is, and accepted when --tokenizer synth says so."""
+    common = ["--evaluator", "stream", "--mem", "32", "--distance", "8-20", *FAST]
+    foreign = tiny_transformers(tmp_path / "foreign", "llama", vocab_size=400)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(cli, ["run", "fact-swap", "--model", str(foreign), "--out", str(out),
+                                 *common])  # fmt: skip
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "states no tokenizer" in r.stderr and "400" in r.stderr and not out.exists()
+    r = invoke(["run", "fact-swap", "--model", str(foreign), "--tokenizer", "synth",
+                "--out", str(out), *common])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert run_json(json.loads(r.stdout))["vocabulary"] == {"reads": "synth"}
+    synth_sized = tiny_transformers(tmp_path / "synth-sized", "llama")
+    r = invoke(["run", "fact-swap", "--model", str(synth_sized), "--out", str(out), *common])
+    assert r.exit_code == 0, r.stderr
+    vocab = run_json(json.loads(r.stdout))["vocabulary"]
+    assert vocab["reads"] == "synth" and "states no tokenizer" in vocab["note"]
+
+
+def test_the_opening_token_is_recorded_and_overridable(own, tmp_path):
+    common = ["--evaluator", "stream", "--mem", "64", "--out", str(tmp_path), *FAST]
+    r = invoke(["run", "fact-swap", "--model", str(own), *common])
+    assert r.exit_code == 0, r.stderr
+    vocab = run_json(json.loads(r.stdout))["vocabulary"]
+    assert (vocab["opening_token"], vocab["opening_from"]) == (EOS, "eos")  # it names no bos
+    r = CliRunner().invoke(
+        cli, ["run", "fact-swap", "--model", str(own), "--opening-token", "<nope>", *common]
+    )
+    assert r.exit_code == 2 and "--opening-token '<nope>' is not a token" in r.stderr
+    r = CliRunner().invoke(
+        cli, ["run", "fact-swap", "--opening-token", EOS, "--out", str(tmp_path), *FAST]
+    )
+    assert r.exit_code == 2 and "reads the synth language" in r.stderr

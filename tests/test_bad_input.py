@@ -71,6 +71,51 @@ def _garbage_weights(d: Path):
     (d / "m" / "model.safetensors").write_bytes(b"\x00" * 64)
 
 
+def _safetensors(path: Path, shape=(2, 2)) -> None:
+    """A safetensors file of one float32 tensor `w` (its header states the shape; the data is
+    as long as a small one's, since only headers are read before a refusal)."""
+    import struct
+
+    n = 1
+    for d in shape:
+        n *= d
+    header = json.dumps({"w": {"dtype": "F32", "shape": list(shape), "data_offsets": [0, 4 * n]}})
+    path.write_bytes(struct.pack("<Q", len(header)) + header.encode() + b"\0" * min(4 * n, 64))
+
+
+LLAMA = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 8, "vocab_size": 400,
+         "intermediate_size": 16}  # fmt: skip
+
+
+def _hf_dir(config, *, weights_shape=(400, 8), index=None, loop=False):
+    """A transformers-looking directory: config.json (any text, or a JSON value), safetensors
+    weights of one tensor, or an index naming other files; `loop`: config.json a symlink loop."""
+
+    def make(d: Path):
+        m = d / "m"
+        m.mkdir()
+        if loop:
+            (m / "config.json").symlink_to(m / "config.json")
+        else:
+            text = config if isinstance(config, str) else json.dumps(config)
+            (m / "config.json").write_text(text)
+        if index is None:
+            _safetensors(m / "model.safetensors", weights_shape)
+        else:
+            (m / "model.safetensors.index.json").write_text(json.dumps({"weight_map": index}))
+            for name in set(index.values()):
+                (m / name).write_bytes(b"\x80\x04K\x01.")  # a pickle of the int 1
+
+    return make
+
+
+def _file(name: str, data: bytes):
+    def make(d: Path):
+        (d / name).write_bytes(data)
+
+    return make
+
+
 OUT = ("--out", "out")
 CASES = [
     # probe run: options
@@ -103,6 +148,20 @@ CASES = [
     ("model-config-type-error", ("run", "fact-swap", "--model", "m", *OUT), _model_with(lambda c: {**c, "model": {**c["model"], "n_layer": "two"}}), 2, "n_layer"),
     ("model-without-weights", ("run", "fact-swap", "--model", "m", *OUT), _no_weights, 2, "model.safetensors"),
     ("model-garbage-weights", ("run", "fact-swap", "--model", "m", *OUT), _garbage_weights, 2, "safetensors"),
+    ("model-txl-1e5-layers", ("run", "fact-swap", "--model", "m", *OUT), _model_with(lambda c: {**c, "model": {**c["model"], "n_layer": 100_000}}), 2, "implies a model of at least"),
+    # probe run: transformers directories and GGUF files, checked before anything is built
+    ("hf-1e5-layers", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir({**LLAMA, "num_hidden_layers": 100_000}), 2, "100,000 layers"),
+    ("hf-huge-hidden", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir({**LLAMA, "hidden_size": 10**7}), 2, "implies a model of at least"),
+    ("hf-huge-vocab", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir({**LLAMA, "vocab_size": 10**9}), 2, "implies a model of at least"),
+    ("hf-weights-beyond-memory", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir({**LLAMA, "hidden_size": 2**20, "vocab_size": 2**20}, weights_shape=(2**20, 2**20)), 2, "needs about"),
+    ("hf-garbage-config", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir("{oops"), 2, "config.json is not JSON"),
+    ("hf-list-config", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir([LLAMA]), 2, "config.json holds a JSON list"),
+    ("hf-no-model-type", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir({"architectures": ["LlamaForCausalLM"]}), 2, "no model_type"),
+    ("hf-config-symlink-loop", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir(None, loop=True), 2, "symlink that does not resolve"),
+    ("hf-index-names-a-pickle", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir(LLAMA, index={"w": "pytorch_model.bin"}), 2, "pickled weights are never read"),
+    ("hf-index-leaves-the-dir", ("run", "fact-swap", "--model", "m", *OUT), _hf_dir(LLAMA, index={"w": "../x.safetensors"}), 2, "not a file in the model directory"),
+    ("gguf-name-not-gguf", ("run", "fact-swap", "--model", "m.gguf", *OUT), _file("m.gguf", b"PK\x03\x04 not gguf"), 2, "not a GGUF file"),
+    ("model-is-a-plain-file", ("run", "fact-swap", "--model", "m.bin", *OUT), _file("m.bin", b"\x80\x04K\x01."), 2, "is a file but not a GGUF model"),
     # probe diagnose
     ("diagnose-unknown-skip", ("diagnose", "--skip", "nosuch", *OUT), None, 2, "nosuch"),
     ("diagnose-one-model", ("diagnose", "--models", "default", *OUT), None, 2, "--models"),

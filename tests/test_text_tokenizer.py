@@ -106,3 +106,27 @@ def test_the_separator_is_the_eos_a_directory_names(tmp_path):
     eos = raw.token_to_id("<|endoftext|>")
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "eos_token_id": eos}))
     assert separator_from_dir(tmp_path) == "<|endoftext|>"
+
+
+def test_a_document_opens_with_the_bos_a_directory_names_before_its_eos(tmp_path):
+    from text_helpers import foreign_bpe
+
+    from synth.text.tokenizer import special_tokens_from_dir
+
+    raw = foreign_bpe()
+    raw.add_special_tokens(["<s>"])
+    (tmp_path / "tokenizer.json").write_text(raw.to_str())
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps({"eos_token": "<|endoftext|>", "bos_token": {"content": "<s>"}})
+    )
+    assert special_tokens_from_dir(tmp_path) == {"bos": "<s>", "eos": "<|endoftext|>"}
+    tok = TextTokenizer.from_path(tmp_path)
+    assert tok.separator == "<s>" and tok.vocab.eod_id == raw.token_to_id("<s>")
+    # a named bos missing from the vocabulary gives way to the eos
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps({"eos_token": "<|endoftext|>", "bos_token": "<bos-not-in-vocab>"})
+    )
+    assert TextTokenizer.from_path(tmp_path).separator == "<|endoftext|>"
+    # candidates are taken in order, the first in the vocabulary wins
+    data = json.loads(raw.to_str())
+    assert TextTokenizer(data, [None, "<nope>", "<s>", "<|endoftext|>"]).separator == "<s>"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import zipfile
@@ -284,13 +285,41 @@ def _read_config(root: Path) -> tuple[TXLConfig, dict]:
     return config, data["training"]
 
 
+def parameter_lower_bound(config: TXLConfig) -> int:
+    """Parameters no TransformerXL(config) has fewer of, from config.json's numbers alone: the
+    embedding, and per layer the query/key/value/output projections and the feed-forward's two
+    matrices (position encodings, norms and biases only add to it)."""
+    per_layer = (
+        4 * config.d_model * config.n_head * config.d_head + 2 * config.d_model * config.d_inner
+    )
+    return config.vocab_size * config.d_model + config.n_layer * per_layer
+
+
 def _check_shapes_before_building(root: Path, config: TXLConfig) -> None:
     """Compare the weights file's header (names and shapes, read without its data) with the
-    shapes config.json implies, on a model built on the meta device (no memory), so a config
-    that claims a model far larger than its weights is refused before anything is allocated."""
+    shapes config.json implies, so a config that claims a model far larger than its weights is
+    refused before anything is allocated: first by arithmetic on config.json (a config claiming
+    more than twice the values the file holds — 1e5 layers — is refused before any module is
+    built), then tensor by tensor on a model built on the meta device."""
     from safetensors import safe_open
 
     path = root / WEIGHTS_FILE
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            got = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise CheckpointError(
+            f"{path} is not a readable safetensors file ({_first_line(e)}); re-save the checkpoint"
+        ) from e
+    stored = sum(math.prod(shape) for shape in got.values())
+    claimed = parameter_lower_bound(config)
+    if claimed > 2 * stored:  # a near miss gets the tensor-by-tensor message below
+        raise CheckpointError(
+            f"{root / CONFIG_FILE} implies a model of at least {claimed:,} parameters "
+            f"({config.n_layer:,} layers, d_model {config.d_model:,}, vocab "
+            f"{config.vocab_size:,}), but {WEIGHTS_FILE} holds {stored:,} values; give the "
+            "config.json saved with these weights"
+        )
     try:
         with torch.device("meta"):
             meta = TransformerXL(config, shapes_only=True)
@@ -303,13 +332,6 @@ def _check_shapes_before_building(root: Path, config: TXLConfig) -> None:
     for name, t in state.items():
         first.setdefault(id(t), name)
     want = {name: tuple(state[name].shape) for name in first.values()}
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            got = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
-    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise CheckpointError(
-            f"{path} is not a readable safetensors file ({_first_line(e)}); re-save the checkpoint"
-        ) from e
     for name, shape in want.items():
         if name in got and got[name] != shape:
             raise CheckpointError(

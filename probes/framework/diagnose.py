@@ -36,6 +36,7 @@ from typing import Any
 OPTIONS = (
     "model", "mem", "tgt_len", "clamp_len", "same_length", "n", "seed", "device", "dtype",
     "threads", "out", "quick", "language", "haystack", "haystack_documents", "tokenizer",
+    "opening_token",
     "cache",
 )  # fmt: skip
 

@@ -99,14 +99,17 @@ def is_loss_model(model: Any) -> bool:
 
 def model_source(model: str | os.PathLike, option: str = "--model") -> Any:
     """One `--model`: `planted:FIELD=V,…` (a planted LossModel, probes.adapters.planted: known
-    effects, no torch), `hf:DIR` (a transformers model directory, checked here), else a
-    checkpoint directory, a transformers model directory or a shipped model's name."""
+    effects, no torch), `hf:DIR` (a transformers model directory or GGUF file, checked here), else a
+    checkpoint directory, a transformers model directory, a GGUF file (or a directory holding
+    one) or a shipped model's name — what it is, and what is wrong with it, told here
+    (`probes.adapters.hf_dir.model_kind`) before anything is loaded."""
     if str(model).startswith("hf:"):
-        from probes.adapters.hf_dir import ModelDirError, read_config
+        from probes.adapters.hf_dir import ModelDirError, gguf_file, read_config
 
         path = Path(str(model)[3:]).expanduser()
         try:
-            read_config(path)
+            if gguf_file(path) is None:
+                read_config(path)
         except ModelDirError as e:
             raise ProbeInputError(str(e).replace("--model", option, 1)) from None
         return path
@@ -117,7 +120,15 @@ def model_source(model: str | os.PathLike, option: str = "--model") -> Any:
             return PlantedModel.from_spec(str(model))
         except ValueError as e:
             raise ProbeInputError(f"{option} {str(model)!r}: {e}") from None
-    return resolve_model_path(model, option)
+    from probes.adapters.hf_dir import ModelDirError, model_kind, read_config
+
+    path = resolve_model_path(model, option)
+    try:
+        if model_kind(path) == "transformers":
+            read_config(path)
+    except ModelDirError as e:
+        raise ProbeInputError(str(e).replace("--model", option, 1)) from None
+    return path
 
 
 def split_models(text: str) -> list[str]:
@@ -247,19 +258,23 @@ class ModelCache:
         key = (str(source.resolve()), evaluator, device, dtype, sinks, cache)
         if key not in self._loaded:
             from probes.adapters import txl as adapters
-            from probes.adapters.hf_dir import is_transformers_dir
+            from probes.adapters.hf_dir import ModelDirError, model_kind
 
             if log is not None:
                 log(f"loading {source} …")
 
             try:
-                if is_transformers_dir(source):
+                kind = model_kind(source)
+            except ModelDirError as e:
+                raise ProbeInputError(str(e)) from None
+            try:
+                if kind in ("transformers", "gguf"):
                     from probes.adapters import hf_load
 
                     if cache is not None:
                         raise adapters.AdapterError(
                             f"--cache applies to a Transformer-XL checkpoint's cached evaluator, "
-                            f"not to the transformers model {str(source)!r} (its stream "
+                            f"not to the {kind} model {str(source)!r} (its stream "
                             "evaluator keeps keys and values already); drop --cache"
                         )
 

@@ -27,6 +27,10 @@ def _empty_out() -> None:
     raise ValueError("an empty directory name; give a directory (--out . for this one)")
 
 
+def _empty_opening() -> None:
+    raise ValueError("an empty token; give a token of the model's tokenizer, e.g. '<bos>'")
+
+
 def _empty_tokenizer() -> None:
     raise ValueError("an empty value; give auto, synth or a tokenizer.json (or its directory)")
 
@@ -142,6 +146,14 @@ class RunOptions:
         "synth language, or a tokenizer of its own), synth (the synth language's ids "
         "directly), or a tokenizer.json / tokenizer directory whose ids it reads (probe texts "
         "are rendered and tokenized, annotations mapped by character offsets). [default: auto]",
+    )
+    opening_token: str | None = param(
+        None,
+        metavar="TOKEN",
+        check=lambda text: None if text.strip() else _empty_opening(),
+        help="The token that opens every document, for a model that reads its own tokenizer "
+        "(recorded in run.json's vocabulary). [default: the model's bos token where it names "
+        "one, else its eos token, else <eod>]",
     )
     same_length: bool | None = param(
         None, help="Every query sees exactly mem_len keys. [default: off]"

@@ -8,20 +8,24 @@ A model reads the synth language's ids directly, or its own tokenizer's:
   file name): a synth language (`{"format": "txl-probes/synth-language"}`: every checkpoint this
   project trains on the synthetic language, Transformer-XL or transformers) → synth ids; a
   tokenizers-format JSON (a checkpoint trained with `probe train --text`, or a model with a
-  tokenizer of its own) → that tokenizer; none → synth ids (the runner checks the vocabulary's
-  size, as before);
+  tokenizer of its own; a GGUF file's, converted by transformers) → that tokenizer; none → synth
+  ids only for a transformers model whose vocabulary is exactly the synth language's (run.json's
+  `vocabulary.note` says it was assumed), refused for any other (`stateless_vocabulary`);
 - `synth` says the model reads synth ids whatever its directory holds (a model trained on synth
   ids beside a tokenizer.json of another kind);
 - a path (a tokenizer.json, or a directory holding one) says the model reads that tokenizer's ids.
 
 With a tokenizer, synthetic probes go through the tokenizer bridge (`probes.engine.bridge`), and
-`--haystack` writes real text with it (`synth.text.world`). The separator that opens a document
-is the tokenizer's `<eod>` when it has one (every BPE trained here), else its eos (or bos) token,
-recorded either way. No torch.
+`--haystack` writes real text with it (`synth.text.world`). The token that opens every document
+(the separator) is the model's own: `--opening-token` when given, else the bos token the model
+names (its directory's files, a GGUF file's metadata), else its eos token — each only when the
+vocabulary has it — else `<eod>` (every BPE trained here has it and names neither); run.json's
+`vocabulary` records it (`opening_token`, `opening_token_id`, `opening_from`). No torch.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +41,12 @@ class Vocabulary:
     reads: str  # "synth" | "tokenizer"
     tokenizer: Any = None  # synth.text.tokenizer.TextTokenizer when reads == "tokenizer"
     origin: str = ""  # where the tokenizer came from
+    opening_from: str = ""  # "bos" | "eos" | "<eod>" | "--opening-token"
+    note: str = ""  # what was assumed about a model that states no tokenizer
 
     def record(self) -> dict[str, Any]:
         if self.tokenizer is None:
-            return {"reads": self.reads}
+            return {"reads": self.reads, **({"note": self.note} if self.note else {})}
         t = self.tokenizer
         return {
             "reads": self.reads,
@@ -49,17 +55,34 @@ class Vocabulary:
             "tokenizer_size": t.vocab.size,
             "separator": t.separator,
             "separator_id": int(t.vocab.eod_id),
+            "opening_token": t.separator,
+            "opening_token_id": int(t.vocab.eod_id),
+            "opening_from": self.opening_from,
         }
 
 
-def model_vocabulary(lm: Any, choice: str | None, where: str) -> Vocabulary:
-    """What `lm` reads under `--tokenizer choice` (module docstring)."""
-    from synth.text.tokenizer import (
-        TextTokenizer,
-        TokenizerError,
-        separator_from_dir,
-        tokenizer_kind,
-    )
+def special_tokens(lm: Any, tokenizer_dir: Path | None) -> dict[str, str | None]:
+    """The bos and eos tokens a model names: a GGUF model's from its file (the adapter's
+    `special_tokens`), a directory's from its files (`--tokenizer PATH`: that tokenizer's)."""
+    from synth.text.tokenizer import special_tokens_from_dir
+
+    if tokenizer_dir is None:
+        named = getattr(lm, "special_tokens", None)
+        if isinstance(named, dict):
+            return {"bos": named.get("bos"), "eos": named.get("eos")}
+        path = Path(lm.info.path)
+        tokenizer_dir = path if path.is_dir() else None
+    if tokenizer_dir is None:
+        return {"bos": None, "eos": None}
+    return special_tokens_from_dir(tokenizer_dir)
+
+
+def model_vocabulary(
+    lm: Any, choice: str | None, where: str, opening: str | None = None
+) -> Vocabulary:
+    """What `lm` reads under `--tokenizer choice` (module docstring), every document opened by
+    `opening` (--opening-token) or else the model's bos, else its eos, else `<eod>`."""
+    from synth.text.tokenizer import TextTokenizer, TokenizerError, tokenizer_kind
 
     choice = (choice or "auto").strip()
     if choice == "synth":
@@ -69,18 +92,34 @@ def model_vocabulary(lm: Any, choice: str | None, where: str) -> Vocabulary:
             data = getattr(lm, "tokenizer", None)
             if tokenizer_kind(data) != "tokenizers":
                 return Vocabulary("synth")
-            path = Path(lm.info.path)
-            sep = separator_from_dir(path) if path.is_dir() else None
-            tok = TextTokenizer(data, sep)
-            origin = f"{where}/tokenizer.json"
+            named = special_tokens(lm, None)
+            origin = getattr(lm, "tokenizer_origin", None) or f"{where}/tokenizer.json"
         else:
-            tok = TextTokenizer.from_path(Path(choice).expanduser())
-            origin = str(Path(choice).expanduser().resolve())
+            path = Path(choice).expanduser()
+            named = special_tokens(lm, path if path.is_dir() else path.parent)
+            origin = str(path.resolve())
+        wanted = [opening, named["bos"], named["eos"]]  # an opening not in it: refused below
+        tok = (
+            TextTokenizer(data, wanted)
+            if choice == "auto"
+            else TextTokenizer.from_path(path, separator=wanted)
+        )
     except TokenizerError as e:
         opt = "--model" if choice == "auto" else "--tokenizer"
         raise ProbeInputError(f"{opt} {where if choice == 'auto' else choice!r}: {e}") from None
+    if opening and tok.separator != opening:
+        raise ProbeInputError(
+            f"--opening-token {opening!r} is not a token of the tokenizer model {where!r} reads; "
+            f"give one of its tokens (its bos {named['bos']!r}, its eos {named['eos']!r})"
+        )
+    opening_from = (
+        "--opening-token"
+        if opening
+        else next((k for k in ("bos", "eos") if named[k] == tok.separator), tok.separator)
+    )
     stated = getattr(lm, "tokenizer", None)
-    if choice != "auto" and tokenizer_kind(stated) == "tokenizers":
+    derived = getattr(lm, "tokenizer_origin", None) is not None  # rebuilt from a GGUF file
+    if choice != "auto" and tokenizer_kind(stated) == "tokenizers" and not derived:
         from synth.text.tokenizer import json_sha256
 
         if json_sha256(stated) != tok.sha256:  # validated as a synth language would be
@@ -94,7 +133,33 @@ def model_vocabulary(lm: Any, choice: str | None, where: str) -> Vocabulary:
             f"--tokenizer: the tokenizer has {tok.vocab.size} tokens but model {where!r} reads "
             f"{size}; give the model's own tokenizer"
         )
-    return Vocabulary("tokenizer", tok, origin)
+    return Vocabulary("tokenizer", tok, origin, opening_from)
+
+
+def stateless_vocabulary(loaded: list, where: list[str], lang: Any, vocab: Vocabulary):
+    """A transformers model that states no tokenizer (no tokenizer.json) is taken to read the
+    synth language's ids only when its vocabulary is exactly the language's (what a model
+    trained here on it has), and run.json says it was assumed; any other is refused, one line
+    naming what to give. `--tokenizer synth` says so outright and skips this."""
+    for m, w in zip(loaded, where, strict=True):
+        if getattr(m, "tokenizer", None) is not None:
+            continue
+        if (getattr(m.info, "extra", None) or {}).get("library") != "transformers":
+            continue
+        size = m.info.vocab_size
+        if size != lang.vocab.size:
+            raise ProbeInputError(
+                f"--model {w!r} states no tokenizer (no tokenizer.json) and its vocabulary of "
+                f"{size:,} tokens is not the synth language's {lang.vocab.size:,}: it would be "
+                "fed ids it does not read; give its tokenizer (--tokenizer PATH), or "
+                "--tokenizer synth if it does read the synth language"
+            )
+        vocab = dataclasses.replace(
+            vocab,
+            note=f"model {w!r} states no tokenizer; its vocabulary is the synth language's "
+            f"{size:,} tokens, so it is taken to read synth ids",
+        )
+    return vocab
 
 
 def haystack_paths(value: Any) -> list[str] | None:
@@ -168,8 +233,17 @@ def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
     where = [
         str(s) if isinstance(s, Path) else m.info.id for s, m in zip(sources, loaded, strict=True)
     ]
-    vocabs = [model_vocabulary(m, opts.tokenizer, w) for m, w in zip(loaded, where, strict=True)]
+    opening = getattr(opts, "opening_token", None)
+    vocabs = [
+        model_vocabulary(m, opts.tokenizer, w, opening) for m, w in zip(loaded, where, strict=True)
+    ]
     vocab = vocabs[0]
+    if opening is not None and vocab.reads != "tokenizer":
+        raise ProbeInputError(
+            f"--opening-token applies to a model that reads its own tokenizer; model "
+            f"{where[0]!r} reads the synth language's ids, whose documents open with <eod>: "
+            "drop --opening-token"
+        )
     if (
         len({v.reads for v in vocabs}) > 1
         or len({v.record().get("tokenizer_sha256") for v in vocabs}) > 1
@@ -188,6 +262,8 @@ def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
         if vocab.reads == "synth":
             for m, w in zip(loaded, where, strict=True):
                 check_language(m, lang, w, tokenizer=opts.tokenizer != "synth")
+            if opts.tokenizer != "synth":
+                vocab = stateless_vocabulary(loaded, where, lang, vocab)
             return TextSetup(lang, None, None, vocab, None)
         if not cls.supports_bridge:
             raise ProbeNotApplicable(

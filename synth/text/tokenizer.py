@@ -13,9 +13,10 @@ this on every text it builds, for any tokenizer).
 A checkpoint's `tokenizer.json` is either a synth language (`{"format":
 "txl-probes/synth-language", …}`) or a tokenizers-format JSON (`{"version": "1.0", "model":
 {"type": …}, "added_tokens": […], …}`); `tokenizer_kind` tells them apart by content, without
-importing anything. The document separator is the eos (or bos) token the model directory names
-(tokenizer_config.json, special_tokens_map.json or config.json: `separator_from_dir`) when it
-is in the vocabulary, else `<eod>` (every BPE trained here has it, and names no eos).
+importing anything. The document separator — the token that opens every document — is the bos
+token the model directory names (tokenizer_config.json, special_tokens_map.json or config.json:
+`separator_from_dir`), else its eos token, when it is in the vocabulary, else `<eod>` (every BPE
+trained here has it, and names neither).
 
 `tokenizers` is imported only when a tokenizer is built (`pip install -e .[text]`).
 """
@@ -82,7 +83,7 @@ class TextVocab:
 class TextTokenizer:
     """A tokenizers-format tokenizer with its document separator (see module docstring)."""
 
-    def __init__(self, data: dict, separator: str | None = None):
+    def __init__(self, data: dict, separator: str | Sequence[str | None] | None = None):
         if tokenizer_kind(data) != "tokenizers":
             raise TokenizerError(
                 "not a tokenizers-format tokenizer JSON (no model and added_tokens)"
@@ -96,12 +97,13 @@ class TextTokenizer:
         self._data = data
         self.sha256 = json_sha256(data)
         known = self._tok.token_to_id
-        sep = separator if separator and known(separator) is not None else None
+        wanted = [separator] if separator is None or isinstance(separator, str) else separator
+        sep = next((s for s in wanted if s and known(s) is not None), None)
         sep = sep or (EOD if known(EOD) is not None else None)
         if sep is None:
             raise TokenizerError(
                 f"cannot tell the tokenizer's document separator: it has no {EOD} and no eos "
-                f"or bos token in its vocabulary is named ({separator!r}); give a tokenizer "
+                f"or bos token in its vocabulary is named ({wanted!r}); give a tokenizer "
                 "directory whose tokenizer_config.json names its eos_token"
             )
         self.separator = sep
@@ -120,9 +122,11 @@ class TextTokenizer:
         return cls(data, separator)
 
     @classmethod
-    def from_path(cls, path: str | os.PathLike) -> TextTokenizer:
-        """A tokenizer.json file, or a directory holding one (its separator from the files
-        beside it)."""
+    def from_path(
+        cls, path: str | os.PathLike, separator: str | Sequence[str | None] | None = None
+    ) -> TextTokenizer:
+        """A tokenizer.json file, or a directory holding one (its separator: the first of
+        `separator` in its vocabulary, by default from the files beside it)."""
         p = Path(path)
         file = p / "tokenizer.json" if p.is_dir() else p
         if not file.is_file():
@@ -135,7 +139,10 @@ class TextTokenizer:
         if kind != "tokenizers":
             what = "a synth language" if kind == "synth" else "not a tokenizer JSON"
             raise TokenizerError(f"{str(file)!r} is {what}, not a tokenizers-format tokenizer")
-        return cls(data, separator_from_dir(file.parent))
+        if separator is None:
+            named = special_tokens_from_dir(file.parent)
+            separator = [named["bos"], named["eos"]]
+        return cls(data, separator)
 
     def to_json(self) -> dict:
         return json.loads(json.dumps(self._data))
@@ -222,9 +229,18 @@ def _special(value: Any) -> str | None:
 
 
 def separator_from_dir(directory: str | os.PathLike) -> str | None:
-    """The eos token (else the bos token) a model directory names: tokenizer_config.json,
-    special_tokens_map.json, then config.json's eos/bos_token_id read in tokenizer.json."""
+    """The token that opens a document of a model directory: the bos token it names, else its
+    eos token (`special_tokens_from_dir`)."""
+    named = special_tokens_from_dir(directory)
+    return named["bos"] or named["eos"]
+
+
+def special_tokens_from_dir(directory: str | os.PathLike) -> dict[str, str | None]:
+    """The bos and eos tokens a model directory names (None where it names none):
+    tokenizer_config.json, special_tokens_map.json, then config.json's bos/eos_token_id read in
+    tokenizer.json."""
     d = Path(directory)
+    found: dict[str, str | None] = {"bos": None, "eos": None}
 
     def read(name: str) -> dict:
         try:
@@ -235,17 +251,15 @@ def separator_from_dir(directory: str | os.PathLike) -> str | None:
 
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
         data = read(name)
-        for key in ("eos_token", "bos_token"):
-            found = _special(data.get(key))
-            if found:
-                return found
+        for kind in found:
+            found[kind] = found[kind] or _special(data.get(f"{kind}_token"))
     config, tok = read("config.json"), read("tokenizer.json")
     by_id = {
         t.get("id"): t.get("content") for t in tok.get("added_tokens", []) if isinstance(t, dict)
     }
-    for key in ("eos_token_id", "bos_token_id"):
-        value = config.get(key)
+    for kind in found:
+        value = config.get(f"{kind}_token_id")
         value = value[0] if isinstance(value, list) and value else value
-        if isinstance(value, int) and by_id.get(value):
-            return by_id[value]
-    return None
+        if found[kind] is None and isinstance(value, int) and by_id.get(value):
+            found[kind] = by_id[value]
+    return found
