@@ -73,3 +73,13 @@ def test_a_significant_loss_at_segment_starts_is_not_called_inconclusive(tmp_pat
     s = probes.run("boundary", model=model, out=tmp_path, progress=False)
     assert s.metrics["gain"]["first"]["mean"] < 0
     assert s.verdict.startswith("boundary: the memory hurts segment starts"), s.verdict
+
+
+def test_quick_says_too_few_pairs_where_no_bin_could_be_significant(tmp_path):
+    """--quick's 6 pairs per bin reach a Holm p of 0.125 at best: its head says the sample
+    cannot decide rather than 'no evidence' beside an interval far from 0."""
+    from probes import run
+
+    summary = run("fact-swap", quick=True, out=str(tmp_path), progress=False)
+    assert "too few pairs to decide whether the model reads the fact" in summary.verdict
+    assert all(b["can_be_significant"] is False for b in summary.bins if b["n"])

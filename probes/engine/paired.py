@@ -343,12 +343,18 @@ class PairedProbe(Probe):
             parts.append(f"{label} Δ={mean:+.3f} ({verdict_counts(sel)})")
         margin = primary[0].get("margin", self.margin) if primary else self.margin
         word = signed_effect(primary, self.finding_sign)
+        undecidable = [b for b in primary if b.get("verdict") == "inconclusive"]
+        if word == "inconclusive" and all(
+            b.get("can_be_significant") is False for b in undecidable
+        ):
+            word = "too few pairs"
         head = f"{self.name}: {self.effect_phrase(word, margin)}"
         return f"{head} — {'; '.join(parts)}{checks.note(outcome.checks)}"
 
     def effect_phrase(self, word: str, margin: float) -> str:
         """The verdict's head for the bins' `signed_effect` (significant | opposite | mixed |
-        negligible | inconclusive), from the probe's `finding`, `finding_sign` and `opposite`."""
+        negligible | inconclusive | too few pairs), from the probe's `finding`, `finding_sign` and
+        `opposite`."""
         if word == "significant":
             return self.finding
         if word in ("opposite", "mixed"):
@@ -361,6 +367,11 @@ class PairedProbe(Probe):
             )
         if word == "negligible":
             return f"negligible — if {self.finding}, by less than ±{margin:g} {self.margin_unit}"
+        if word == "too few pairs":
+            return (
+                f"too few pairs to decide whether {self.finding} — with these pairs no bin can "
+                "reach a Holm-adjusted p below 0.05 (give more pairs: --n)"
+            )
         return f"inconclusive — no evidence that {self.finding}"
 
     def make_plots(self, ctx: RunContext, outcome: Outcome) -> list:
