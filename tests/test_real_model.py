@@ -7,8 +7,8 @@ changes nothing; under reset document B does not depend on A's content; and a pr
 file records what it read.
 
 `nox -s real` runs it (TXL_REQUIRE_REAL=1: a missing model or package fails instead of
-skipping). The exact zeros are bitwise and assume one CPU thread (the session sets
-OMP_NUM_THREADS=1): with several, a matmul may split its work by batch shape."""
+skipping). The exact zeros are bitwise at any thread count: the adapter forwards one row at a
+time, so base and variant are computed in identical shapes."""
 
 from __future__ import annotations
 
