@@ -22,6 +22,7 @@ MAX_CLAMP_LEN = 1 << 20
 MAX_N = 100_000  # pairs per bin / grid cell
 MAX_DISTANCE = 1 << 20  # 1,048,576 tokens between a fact and its answer
 MAX_TEXT = 1 << 22  # tokens of one synthetic text
+MAX_THREADS = 256  # CPU threads of one process (torch's pool)
 USABLE = 0.8  # the share of the available memory a run may plan to use
 
 

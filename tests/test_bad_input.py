@@ -5,6 +5,7 @@ one line on stderr and leave nothing behind: the directory holds exactly the fil
 made. The size limits have their own table (tests/test_size_limits.py)."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -143,19 +144,108 @@ CASES = [
 def test_bad_input_is_one_line_with_its_exit_code_and_leaves_nothing_behind(
     tmp_path, name, args, setup, code, fragment
 ):
+    refused(tmp_path, setup, code, fragment, lambda: probe(*args, cwd=tmp_path))
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every entry under `root` with a regular file's bytes: what "nothing changed" compares."""
+    return {
+        str(p.relative_to(root)): p.read_bytes() if p.is_file() and not p.is_symlink() else None
+        for p in sorted(root.rglob("*"))
+        if not p.is_fifo()
+    } | {str(p.relative_to(root)): b"fifo" for p in root.rglob("*") if p.is_fifo()}
+
+
+def refused(tmp_path, setup, code, fragment, call):
+    """Make the case's files, call the CLI, and hold it to the one-line refusal: the exit code,
+    one line naming `fragment`, no traceback, every file as it was."""
     if setup is not None:
         setup(tmp_path)
-    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    r = probe(*args, cwd=tmp_path)
+    before = tree(tmp_path)
+    r = call()
     assert r.returncode == code, (r.returncode, r.stderr[-1500:])
     assert r.stderr.count("\n") == 1, r.stderr
     assert fragment in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
-    after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    assert after == before, set(after) - set(before)
+    after = tree(tmp_path)
+    assert after == before, set(after) ^ set(before) or "a file changed"
+    return r
 
 
 def test_the_table_covers_every_command_and_forty_cases():
     commands = {c[1][0] for c in CASES}
     assert {"run", "diagnose", "report", "rerun", "train", "train-compare", "synth"} <= commands
     assert len(CASES) >= 40 and len({c[0] for c in CASES}) == len(CASES)
+
+
+# --- python -m probes.paper: it replaces its --out, so only what it wrote may be there ----------
+
+
+def _notes_in(name):
+    def make(d: Path):
+        (d / name).mkdir(parents=True, exist_ok=True)
+        (d / name / "notes.txt").write_text("mine")
+
+    return make
+
+
+def _paper_dir_with_notes(d: Path):
+    (d / "p").mkdir()
+    for name in ("paper.json", "paper.md", "table6.md"):
+        (d / "p" / name).write_text("{}")
+    (d / "p" / "notes.txt").write_text("mine")
+
+
+READ_ONLY = "/sys/paper" if os.geteuid() == 0 else "ro/paper"  # root writes through chmod
+
+
+def _read_only(d: Path):
+    if os.geteuid() != 0:
+        (d / "ro").mkdir()
+        (d / "ro").chmod(0o555)
+
+
+PAPER_CASES = [
+    ("paper-out-holds-another-file", ("--out", "d"), _notes_in("d"), 2, "did not write"),
+    ("paper-out-paper-dir-with-notes", ("--out", "p"), _paper_dir_with_notes, 2, "did not write"),
+    ("paper-out-parent", ("--out", ".."), _notes_in("a"), 2, "the working directory or one above"),
+    ("paper-out-here", ("--out", "."), None, 2, "the working directory"),
+    ("paper-out-root", ("--out", "/"), None, 2, "the working directory or one above"),
+    ("paper-out-empty", ("--out", ""), None, 2, "--out '' is empty"),
+    ("paper-out-a-file", ("--out", "f"), _text("f", "x"), 2, "not a directory"),
+    ("paper-out-read-only", ("--out", READ_ONLY), _read_only, 2, "paper"),
+    ("paper-unknown-option", ("--bogus",), None, 2, "--bogus"),
+    ("paper-zero-threads", ("--threads", "0"), None, 2, "--threads"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "setup", "code", "fragment"), PAPER_CASES, ids=[c[0] for c in PAPER_CASES]
+)
+def test_the_paper_never_replaces_what_it_did_not_write_and_refuses_in_one_line(
+    tmp_path, name, args, setup, code, fragment
+):
+    cwd = tmp_path / "a" / "b" if name == "paper-out-parent" else tmp_path
+    cwd.mkdir(parents=True, exist_ok=True)
+    try:
+        refused(
+            tmp_path, setup, code, fragment,
+            lambda: probe("--quick", *args, cwd=cwd, module="probes.paper"),
+        )  # fmt: skip
+    finally:
+        if (tmp_path / "ro").exists():
+            (tmp_path / "ro").chmod(0o755)
+
+
+def test_a_paper_directory_is_recognised_by_its_files_alone(tmp_path):
+    from probes.paper.__main__ import is_paper_dir
+
+    for name in ("paper.json", "paper.md", "table6.md", "layered.md", "recl_curves_r0.1.png"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "runs").mkdir()
+    assert is_paper_dir(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    assert not is_paper_dir(tmp_path)
+    (tmp_path / "notes.txt").unlink()
+    (tmp_path / "paper.json").unlink()
+    assert not is_paper_dir(tmp_path)

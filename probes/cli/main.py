@@ -98,8 +98,9 @@ def _rank_prefix() -> str:
     return f"rank {os.environ.get('RANK', '0')}: " if world not in ("", "0", "1") else ""
 
 
-class ProbeCLI(click.Group):
-    """The top-level group: turns every failure into one line on stderr and an exit code."""
+class OneLineErrors:
+    """Turns every failure of a click command into one line on stderr and an exit code
+    (probes.cli.errors): the `probe` group and `python -m probes.paper` share it."""
 
     def invoke(self, ctx):
         try:
@@ -167,6 +168,10 @@ class ProbeCLI(click.Group):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+class ProbeCLI(OneLineErrors, click.Group):
+    """The top-level group: every failure is one line on stderr and an exit code."""
 
 
 @click.group(cls=ProbeCLI, context_settings={"help_option_names": ["-h", "--help"]})
