@@ -249,3 +249,28 @@ def test_a_paper_directory_is_recognised_by_its_files_alone(tmp_path):
     (tmp_path / "notes.txt").unlink()
     (tmp_path / "paper.json").unlink()
     assert not is_paper_dir(tmp_path)
+
+
+# --- probe rerun: a run directory may come from anyone ------------------------------------------
+
+
+def test_a_rerun_writes_where_the_user_says_never_where_run_json_says(tmp_path):
+    r = probe("run", "fact-swap", "--model", "planted:copy=2", "--n", "4", "--out", "first",
+              "--json", "--quiet", cwd=tmp_path)  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr
+    run_dir = tmp_path / json.loads(r.stdout)["run_dir"]
+    record = json.loads((run_dir / "run.json").read_text())
+    elsewhere = tmp_path / "elsewhere"  # say, /etc/cron.d
+    record["options"]["out"] = str(elsewhere)
+    (run_dir / "run.json").write_text(json.dumps(record))
+    work = tmp_path / "work"
+    work.mkdir()
+    r = probe("rerun", str(run_dir), "--json", "--quiet", cwd=work)
+    assert r.returncode == 0, r.stderr
+    assert not elsewhere.exists()
+    assert (work / json.loads(r.stdout)["rerun"]).is_relative_to(work / "results")
+    r = probe("rerun", str(run_dir), "--json", "--quiet", "--out", "mine", cwd=work)
+    assert r.returncode == 0 and (work / json.loads(r.stdout)["rerun"]).is_relative_to(
+        work / "mine"
+    )
+    assert not elsewhere.exists()

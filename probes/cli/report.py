@@ -57,7 +57,11 @@ def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
 @click.command("rerun")
 @click.argument("run_dir", type=click.Path())
 @click.option(
-    "--out", default=None, metavar="DIR", help="Where the new run goes. [default: as recorded]"
+    "--out",
+    default=None,
+    metavar="DIR",
+    help="Where the new run goes (never where run.json says: a run directory may come from "
+    "anyone). [default: results]",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--quiet", is_flag=True, help="No progress or logs on stderr.")
