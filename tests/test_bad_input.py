@@ -274,3 +274,61 @@ def test_a_rerun_writes_where_the_user_says_never_where_run_json_says(tmp_path):
         work / "mine"
     )
     assert not elsewhere.exists()
+
+
+# --- probe train --resume: damaged checkpoints are not "nothing checkpointed" --------------------
+
+SMALL = (
+    "--device", "cpu", "--threads", "1", "--quiet",
+    "--set", "model.d_model=16", "--set", "model.d_head=8", "--set", "model.n_head=2",
+    "--set", "model.d_inner=32", "--set", "model.tgt_len=16", "--set", "model.mem_len=16",
+    "--set", "batch_size=4", "--set", "warmup_steps=1", "--set", "keep_checkpoints=2",
+    "--set", "eval_every=0", "--set", "checkpoint_every=1",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def stopped_training(tmp_path_factory):
+    """A training run of 2 steps with both checkpoints, its final model gone (as if killed)."""
+    root = tmp_path_factory.mktemp("trained")
+    r = probe("train", "--steps", "2", "--out", "p", *SMALL, cwd=root)
+    assert r.returncode == 0, r.stderr
+    shutil.rmtree(root / "p" / "model")
+    return root / "p"
+
+
+def _each_checkpoint(damage):
+    def make(p: Path):
+        for c in sorted((p / "checkpoints").iterdir()):
+            damage(c)
+
+    return make
+
+
+def _fifo(path: Path):
+    path.unlink()
+    os.mkfifo(path)
+
+
+DAMAGE = {
+    "rng-deleted": (_each_checkpoint(lambda c: (c / "rng.json").unlink()), "rng.json missing"),
+    "rng-a-fifo": (_each_checkpoint(lambda c: _fifo(c / "rng.json")), "not a regular file"),
+    "weights-deleted": (
+        _each_checkpoint(lambda c: (c / "model.safetensors").unlink()),
+        "model.safetensors missing",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_resume_over_damaged_checkpoints_is_refused_naming_them_never_restarted(
+    stopped_training, tmp_path, damage
+):
+    make, fragment = DAMAGE[damage]
+    shutil.copytree(stopped_training, tmp_path / "p")
+    r = refused(
+        tmp_path, lambda d: make(d / "p"), 2, fragment,
+        lambda: probe("train", "--resume", "--out", "p", *SMALL, cwd=tmp_path),
+    )  # fmt: skip
+    assert "step_00000001" in r.stderr and "step_00000002" in r.stderr
+    assert "starts the run over" not in r.stderr

@@ -168,6 +168,26 @@ def complete_checkpoints(run_dir: str | Path) -> list[Path]:
     ]
 
 
+def incomplete_checkpoints(run_dir: str | Path) -> list[str]:
+    """Each step_NNNNNNNN entry under checkpoints/ that is not a complete checkpoint, with what
+    it lacks ("step_00000002 (rng.json missing)"), oldest first. A write killed half-way leaves
+    only hidden `.step_*.tmp-*` directories (`clean_partial_writes`), so an incomplete entry of
+    this name was damaged after it was written."""
+    out = []
+    for _, path in _checkpoints(Path(run_dir)):
+        if not path.is_dir():
+            out.append(f"{path.name} (not a directory)")
+            continue
+        wrong = [
+            f"{n} {'missing' if not (path / n).exists() else 'not a regular file'}"
+            for n in _CHECKPOINT_FILES
+            if not (path / n).is_file()
+        ]
+        if wrong:
+            out.append(f"{path.name} ({', '.join(wrong)})")
+    return out
+
+
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The newest complete resumable checkpoint of a run (None if there is none)."""
     found = complete_checkpoints(run_dir)
@@ -288,7 +308,15 @@ def check_run_dir(
             raise RunDirError(f"{out} is not empty; choose a new or empty --out directory")
         return None, False
     _read_run_json(out)
-    return latest_checkpoint(out), latest_checkpoint(out) is None
+    latest = latest_checkpoint(out)
+    damaged = incomplete_checkpoints(out)
+    if latest is None and damaged:  # a damaged run is not one that never checkpointed
+        raise RunDirError(
+            f"--resume: no checkpoint of {out} is complete ({'; '.join(damaged)}): the run "
+            "cannot continue and was left as it is; restore the missing files, or start a new "
+            "run in another --out"
+        )
+    return latest, latest is None
 
 
 def record_start(
