@@ -47,6 +47,23 @@ def _run_dir(run_json, summary=None):
     return make
 
 
+def _planted_run(**options):
+    """A finished run of fact-swap on a planted model whose run.json options are then edited
+    (a run directory may come from anyone)."""
+
+    def make(d: Path):
+        r = probe("run", "fact-swap", "--model", "planted:copy=2", "--n", "4", "--out", "tmp",
+                  "--json", "--quiet", cwd=d)  # fmt: skip
+        assert r.returncode in (0, 1), r.stderr
+        shutil.move(d / json.loads(r.stdout)["run_dir"], d / "r")
+        shutil.rmtree(d / "tmp")
+        record = json.loads((d / "r" / "run.json").read_text())
+        record["options"].update(options)
+        (d / "r" / "run.json").write_text(json.dumps(record))  # NaN as Python writes it
+
+    return make
+
+
 def _curated_with_summary(text):
     """A copy of a curated finished run whose summary.json is replaced."""
 
@@ -135,6 +152,32 @@ CASES = [
     ("synth-short-distance", ("synth", "show", "fact-swap", "--distance", "1"), None, 2, "too short"),
     ("synth-stream-rows", ("synth", "stream", "--rows", "100000000"), None, 2, "--rows"),
     ("synth-stream-tgt-len", ("synth", "stream", "--tgt-len", "0"), None, 2, "--tgt-len"),
+    # every number: finite, in its range, the same bounds from the CLI, Python and run.json
+    ("run-nan-min-effect", ("run", "fact-swap", "--min-effect", "nan", *OUT), None, 2, "not a finite number"),
+    ("run-inf-min-effect", ("run", "fact-swap", "--min-effect", "inf", *OUT), None, 2, "not a finite number"),
+    ("rerun-nan-min-effect", ("rerun", "r", *OUT), _planted_run(min_effect=float("nan")), 2, "--min-effect: nan is not a finite number"),
+    ("rerun-huge-threads", ("rerun", "r", *OUT), _planted_run(threads=100000), 2, "--threads"),
+    ("run-huge-threads", ("run", "fact-swap", "--threads", "100000", *OUT), None, 2, "--threads"),
+    ("train-huge-threads", ("train", "--threads", "100000", *OUT), None, 2, "--threads"),
+    ("train-set-huge-threads", ("train", "--set", "threads=100000", *OUT), None, 2, "threads"),
+    ("train-nan-seed", ("train", "--seed", "nan", *OUT), None, 2, "--seed"),
+    ("run-huge-sinks", ("run", "fact-swap", "--sinks", "1000000000", *OUT), None, 2, "--sinks"),
+    ("compare-nan-tolerance", ("train-compare", "default", "default", "--nll-tol", "nan"), None, 2, "not a finite number"),
+    ("synth-negative-seed", ("synth", "show", "fact-swap", "--seed", "-1"), None, 2, "--seed"),
+    ("planted-negative-sigma", ("run", "fact-swap", "--model", "planted:sigma=-1", *OUT), None, 2, "sigma"),
+    ("planted-negative-quantum", ("run", "fact-swap", "--model", "planted:quantum=-1", *OUT), None, 2, "quantum"),
+    ("planted-negative-seed", ("run", "fact-swap", "--model", "planted:seed=-1", *OUT), None, 2, "seed"),
+    ("planted-duplicate-field", ("run", "fact-swap", "--model", "planted:copy=1,copy=2", *OUT), None, 2, "copy is given twice"),
+    ("planted-nan-sigma", ("run", "fact-swap", "--model", "planted:sigma=nan", *OUT), None, 2, "not a finite number"),
+    ("planted-inf-base", ("run", "fact-swap", "--model", "planted:base=inf", *OUT), None, 2, "not a finite number"),
+    ("planted-inf-copy", ("run", "fact-swap", "--model", "planted:copy=inf", *OUT), None, 2, "not a finite number"),
+    ("planted-zero-boundary-len", ("run", "fact-swap", "--model", "planted:boundary_len=0", *OUT), None, 2, "boundary_len"),
+    ("planted-huge-tgt-len", ("run", "fact-swap", "--model", "planted:tgt_len=1000000000", *OUT), None, 2, "16384"),
+    ("planted-huge-mem-len", ("run", "fact-swap", "--model", "planted:mem_len=1000000000", *OUT), None, 2, "131072"),
+    ("planted-huge-n-layer", ("run", "fact-swap", "--model", "planted:n_layer=1000000000", *OUT), None, 2, "n_layer"),
+    ("planted-recompute", ("run", "fact-swap", "--model", "planted:copy=2", "--evaluator", "recompute", *OUT), None, 2, "drop --evaluator"),
+    ("planted-sinks", ("run", "fact-swap", "--model", "planted:copy=2", "--sinks", "4", *OUT), None, 2, "drop --sinks"),
+    ("planted-bfloat16", ("run", "fact-swap", "--model", "planted:copy=2", "--dtype", "bfloat16", *OUT), None, 2, "drop --dtype"),
 ]  # fmt: skip
 
 

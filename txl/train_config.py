@@ -29,6 +29,7 @@ from typing import Any
 from txl.config import TXLConfig
 
 DEVICES = ("auto", "cpu", "cuda")
+MAX_THREADS = 256  # CPU threads of one process (torch's intra-op pool); more only fails to start
 PRECISIONS = ("auto", "fp32", "bf16")
 OPAQUE = ("data", "eval", "arch")  # free-form tables, validated by their consumers
 
@@ -103,7 +104,11 @@ class TrainConfig:
             ("keep_checkpoints", self.keep_checkpoints >= 1, "an integer >= 1"),
             ("device", self.device in DEVICES, " | ".join(DEVICES)),
             ("precision", self.precision in PRECISIONS, " | ".join(PRECISIONS)),
-            ("threads", self.threads >= 0, "an integer >= 0"),
+            (
+                "threads",
+                0 <= self.threads <= MAX_THREADS,
+                f"an integer in [0, {MAX_THREADS}] (0: torch's default)",
+            ),
             (
                 "peak_tflops",
                 self.peak_tflops is None or self.peak_tflops > 0,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from probes.cli.errors import EXIT_CHECK, BadInput
+from probes.framework.params import number_type
 from probes.training.compare import DEFAULT_ACC_TOL, DEFAULT_NLL_TOL
 
 HEADLINE_FIELDS = ("nll", "filler_nll", "filler_floor", "filler_entropy")
@@ -18,7 +19,7 @@ HEADLINE_FIELDS = ("nll", "filler_nll", "filler_floor", "filler_entropy")
 def tolerance_option(flag: str, default: float, what: str):
     return click.option(
         flag,
-        type=click.FloatRange(min=0),
+        type=number_type(False, 0),
         default=default,
         show_default=True,
         help=f"Largest |difference| of {what} at the last common evaluation.",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from probes.framework.probe import ProbeInputError
+from probes.limits import MAX_LAYERS, MAX_MEM, MAX_TGT_LEN, check_number
 
 PACKAGE_MODELS = Path(__file__).resolve().parent.parent / "models"
 DEFAULT_MODEL = "default"
@@ -114,10 +115,47 @@ def model_source(model: str | os.PathLike, option: str = "--model") -> Any:
         from probes.adapters.planted import PlantedModel
 
         try:
+            check_planted_spec(str(model))
             return PlantedModel.from_spec(str(model))
         except ValueError as e:
             raise ProbeInputError(f"{option} {str(model)!r}: {e}") from None
     return resolve_model_path(model, option)
+
+
+# The numeric fields of `--model planted:…` and their bounds (probes.limits.check_number, the
+# check of every numeric option): lengths as --tgt-len and --mem allow, a seed as --seed, losses
+# and effects finite and at most MAX_NATS, so that no sum of them overflows.
+MAX_NATS = 1e4
+PLANTED_BOUNDS: dict[str, tuple[bool, float | None, float | None]] = {
+    "tgt_len": (True, 1, MAX_TGT_LEN),
+    "mem_len": (True, 0, MAX_MEM),
+    "n_layer": (True, 1, MAX_LAYERS),
+    "boundary_len": (True, 1, MAX_TGT_LEN + MAX_MEM),
+    "seed": (True, 0, 2**63 - 1),
+    "base": (False, 0.0, MAX_NATS),
+    "sigma": (False, 0.0, MAX_NATS),
+    "boundary_nats": (False, 0.0, MAX_NATS),
+    "copy": (False, -MAX_NATS, MAX_NATS),
+    "quantum": (False, 0.0, MAX_NATS),
+}
+
+
+def check_planted_spec(spec: str) -> None:
+    """Refuse (ValueError, one line) a planted spec with a field given twice or a numeric field
+    that is not finite or out of its bounds (`PLANTED_BOUNDS`); unknown fields and the choices
+    are the planted model's own to check."""
+    seen: set[str] = set()
+    for item in filter(None, spec.split(":", 1)[1].split(",")):
+        key, _, text = item.partition("=")
+        if key in seen:
+            raise ValueError(f"planted model: {key} is given twice; give each field once")
+        seen.add(key)
+        if key in PLANTED_BOUNDS:
+            integer, lo, hi = PLANTED_BOUNDS[key]
+            try:
+                check_number(text, integer=integer, lo=lo, hi=hi)
+            except ValueError as e:
+                raise ValueError(f"planted model: {key}={e}") from None
 
 
 def split_models(text: str) -> list[str]:
@@ -215,6 +253,27 @@ def check_language(lm: Any, lang: Any, where: str, tokenizer: bool = True) -> No
         )
 
 
+def check_object_options(lm: Any, evaluator, device, dtype, sinks, cache) -> None:
+    """Refuse (one line) an option that a LossModel object (a planted model, one built in
+    Python) would ignore: it scores as it was built, and run.json must not record an evaluator,
+    a precision or a device that did not score it."""
+    info = lm.info
+    given = [
+        ("--cache", cache, cache is None),
+        ("--sinks", sinks, sinks is None),
+        ("--evaluator", evaluator, evaluator in (None, info.evaluator)),
+        # float32 is the option's default: what every model that has a choice is scored in
+        ("--dtype", dtype, dtype in ("float32", info.dtype)),
+        ("--device", device, device in ("auto", info.device or "cpu")),
+    ]
+    for flag, value, applies in given:
+        if not applies:
+            raise ProbeInputError(
+                f"{flag} {value} does not apply to the model object {info.id!r}: it scores as "
+                f"it was built (evaluator {info.evaluator}, {info.dtype}); drop {flag}"
+            )
+
+
 class ModelCache:
     """Checkpoints loaded as LossModels, each once per (path, evaluator, device, dtype): `probe
     diagnose` prepares seven probes on one model and loads it once."""
@@ -238,11 +297,7 @@ class ModelCache:
         anything else to probes.adapters.txl; `evaluator` None is the adapter's default;
         `cache` (kv | hidden | auto; None: auto) is the Transformer-XL cached evaluator's."""
         if not isinstance(source, Path):
-            if cache is not None:
-                raise ProbeInputError(
-                    f"--cache {cache} applies to a Transformer-XL checkpoint given by path; the "
-                    f"model object {source.info.id!r} scores as it was built: drop --cache"
-                )
+            check_object_options(source, evaluator, device, dtype, sinks, cache)
             return source  # a LossModel object
         key = (str(source.resolve()), evaluator, device, dtype, sinks, cache)
         if key not in self._loaded:

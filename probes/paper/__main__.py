@@ -16,6 +16,7 @@ import click
 
 from probes.cli.errors import BadInput
 from probes.cli.main import OneLineErrors
+from probes.framework.params import number_type
 from probes.limits import MAX_THREADS
 
 DEFAULT_OUT = "results/curated/paper"
@@ -83,7 +84,7 @@ class PaperCommand(OneLineErrors, click.Command):
 )
 @click.option("--quick", is_flag=True, help="Fewer texts and lengths: a smoke run, not figures.")
 @click.option(
-    "--threads", type=click.IntRange(min=1, max=MAX_THREADS), default=None, help="torch threads."
+    "--threads", type=number_type(True, 1, MAX_THREADS), default=None, help="torch threads."
 )
 def main(out: str, quick: bool, threads: int | None) -> None:
     """The paper's Tables 6–9 on the synthetic language (probes/paper/__init__.py)."""
