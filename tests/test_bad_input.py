@@ -7,6 +7,7 @@ made. The size limits have their own table (tests/test_size_limits.py)."""
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,59 @@ def _run_dir(run_json, summary=None):
             (r / "summary.json").write_text(summary)
 
     return make
+
+
+def _sparse(path: Path):
+    """A 2 GiB file that takes no disk (reading it whole would allocate 2 GiB)."""
+    with open(path, "wb") as f:
+        f.truncate(2 * 2**30)
+
+
+def _fifo(path: Path):
+    os.mkfifo(path)  # opening it for reading would wait for a writer forever
+
+
+def _dev_zero(path: Path):
+    path.symlink_to("/dev/zero")  # endless
+
+
+def _loop(path: Path):
+    path.symlink_to(path.name)
+
+
+def _at(name, make):
+    """A file made by `make` at `name` (its directory created), nothing else."""
+
+    def setup(d: Path):
+        (d / name).parent.mkdir(parents=True, exist_ok=True)
+        make(d / name)
+
+    return setup
+
+
+def _model_file(name, make):
+    """A copy of the shipped default whose `name` is replaced by what `make` makes."""
+
+    def setup(d: Path):
+        from probes.framework.models import resolve_model_path
+
+        shutil.copytree(resolve_model_path("default"), d / "m")
+        (d / "m" / name).unlink()
+        make(d / "m" / name)
+
+    return setup
+
+
+def _curated_then(name, make):
+    """A copy of a curated finished run whose `name` is replaced by what `make` makes."""
+
+    def setup(d: Path):
+        src = Path(__file__).resolve().parents[1] / "results" / "curated" / "fact-swap-mem128"
+        shutil.copytree(src, d / "r")
+        (d / "r" / name).unlink()
+        make(d / "r" / name)
+
+    return setup
 
 
 def _planted_run(**options):
@@ -155,7 +209,8 @@ CASES = [
     # every number: finite, in its range, the same bounds from the CLI, Python and run.json
     ("run-nan-min-effect", ("run", "fact-swap", "--min-effect", "nan", *OUT), None, 2, "not a finite number"),
     ("run-inf-min-effect", ("run", "fact-swap", "--min-effect", "inf", *OUT), None, 2, "not a finite number"),
-    ("rerun-nan-min-effect", ("rerun", "r", *OUT), _planted_run(min_effect=float("nan")), 2, "--min-effect: nan is not a finite number"),
+    ("rerun-nan-min-effect", ("rerun", "r", *OUT), _planted_run(min_effect=float("nan")), 2, "non-finite number NaN"),
+    ("rerun-string-nan-min-effect", ("rerun", "r", *OUT), _planted_run(min_effect="nan"), 2, "--min-effect: 'nan' is not a finite number"),
     ("rerun-huge-threads", ("rerun", "r", *OUT), _planted_run(threads=100000), 2, "--threads"),
     ("run-huge-threads", ("run", "fact-swap", "--threads", "100000", *OUT), None, 2, "--threads"),
     ("train-huge-threads", ("train", "--threads", "100000", *OUT), None, 2, "--threads"),
@@ -177,6 +232,27 @@ CASES = [
     ("planted-huge-n-layer", ("run", "fact-swap", "--model", "planted:n_layer=1000000000", *OUT), None, 2, "n_layer"),
     ("planted-recompute", ("run", "fact-swap", "--model", "planted:copy=2", "--evaluator", "recompute", *OUT), None, 2, "drop --evaluator"),
     ("planted-sinks", ("run", "fact-swap", "--model", "planted:copy=2", "--sinks", "4", *OUT), None, 2, "drop --sinks"),
+    # every file read: a regular file within its size limit, then parsed
+    ("model-config-sparse-2g", ("run", "fact-swap", "--model", "m", *OUT), _model_file("config.json", _sparse), 2, "above the limit"),
+    ("model-config-fifo", ("run", "fact-swap", "--model", "m", *OUT), _model_file("config.json", _fifo), 2, "is a FIFO"),
+    ("model-tokenizer-dev-zero", ("run", "fact-swap", "--model", "m", *OUT), _model_file("tokenizer.json", _dev_zero), 2, "character device"),
+    ("model-config-symlink-loop", ("run", "fact-swap", "--model", "m", *OUT), _model_file("config.json", _loop), 2, "symlink loop"),
+    ("train-config-dev-zero", ("train", "--config", "c.toml", *OUT), _at("c.toml", _dev_zero), 2, "character device"),
+    ("train-config-fifo", ("train", "--config", "c.toml", *OUT), _at("c.toml", _fifo), 2, "is a FIFO"),
+    ("train-config-sparse", ("train", "--config", "c.toml", *OUT), _at("c.toml", _sparse), 2, "above the limit"),
+    ("train-text-dev-zero", ("train", "--text", "/dev/zero", *OUT), None, 2, "character device"),
+    ("train-text-fifo", ("train", "--text", "t.txt", *OUT), _at("t.txt", _fifo), 2, "is a FIFO"),
+    ("run-tokenizer-fifo", ("run", "fact-swap", "--tokenizer", "tok.json", *OUT), _at("tok.json", _fifo), 2, "is a FIFO"),
+    ("run-language-fifo", ("run", "fact-swap", "--language", "l.json", *OUT), _at("l.json", _fifo), 2, "is a FIFO"),
+    ("run-language-dev-zero", ("run", "fact-swap", "--language", "l.json", *OUT), _at("l.json", _dev_zero), 2, "character device"),
+    ("run-language-sparse", ("run", "fact-swap", "--language", "l.json", *OUT), _at("l.json", _sparse), 2, "above the limit"),
+    ("report-run-json-fifo", ("report", "r"), _at("r/run.json", _fifo), 2, "is a FIFO"),
+    ("report-run-json-sparse", ("report", "r"), _at("r/run.json", _sparse), 2, "above the limit"),
+    ("rerun-run-json-dev-zero", ("rerun", "r", *OUT), _at("r/run.json", _dev_zero), 2, "character device"),
+    ("report-summary-sparse", ("report", "r"), _curated_then("summary.json", _sparse), 2, "above the limit"),
+    ("report-summary-fifo", ("report", "r"), _curated_then("summary.json", _fifo), 2, "is a FIFO"),
+    ("compare-metrics-sparse", ("train-compare", "default", "m.jsonl"), _at("m.jsonl", _sparse), 2, "above the limit"),
+    ("compare-metrics-fifo", ("train-compare", "default", "m.jsonl"), _at("m.jsonl", _fifo), 2, "is a FIFO"),
     ("planted-bfloat16", ("run", "fact-swap", "--model", "planted:copy=2", "--dtype", "bfloat16", *OUT), None, 2, "drop --dtype"),
 ]  # fmt: skip
 
@@ -190,13 +266,18 @@ def test_bad_input_is_one_line_with_its_exit_code_and_leaves_nothing_behind(
     refused(tmp_path, setup, code, fragment, lambda: probe(*args, cwd=tmp_path))
 
 
-def tree(root: Path) -> dict[str, bytes | None]:
-    """Every entry under `root` with a regular file's bytes: what "nothing changed" compares."""
-    return {
-        str(p.relative_to(root)): p.read_bytes() if p.is_file() and not p.is_symlink() else None
-        for p in sorted(root.rglob("*"))
-        if not p.is_fifo()
-    } | {str(p.relative_to(root)): b"fifo" for p in root.rglob("*") if p.is_fifo()}
+def tree(root: Path) -> dict[str, object]:
+    """Every entry under `root` with what "nothing changed" compares: a small regular file's
+    bytes, a large one's size and modification time (a 2 GiB sparse file is not read), the
+    kind of anything else (a FIFO is never opened)."""
+
+    def state(p: Path) -> object:
+        st = p.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            return stat.S_IFMT(st.st_mode)
+        return p.read_bytes() if st.st_size < 2**20 else (st.st_size, st.st_mtime_ns)
+
+    return {str(p.relative_to(root)): state(p) for p in sorted(root.rglob("*"))}
 
 
 def refused(tmp_path, setup, code, fragment, call):
@@ -348,14 +429,17 @@ def _each_checkpoint(damage):
     return make
 
 
-def _fifo(path: Path):
+def _replace_by_fifo(path: Path):
     path.unlink()
     os.mkfifo(path)
 
 
 DAMAGE = {
     "rng-deleted": (_each_checkpoint(lambda c: (c / "rng.json").unlink()), "rng.json missing"),
-    "rng-a-fifo": (_each_checkpoint(lambda c: _fifo(c / "rng.json")), "not a regular file"),
+    "rng-a-fifo": (
+        _each_checkpoint(lambda c: _replace_by_fifo(c / "rng.json")),
+        "not a regular file",
+    ),
     "weights-deleted": (
         _each_checkpoint(lambda c: (c / "model.safetensors").unlink()),
         "model.safetensors missing",

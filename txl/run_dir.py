@@ -241,15 +241,15 @@ TRAINER = "another trainer"  # who holds a training run's lock
 def _read_run_json(run_dir: Path) -> dict[str, Any]:
     """A training run's run.json (RunDirError, one line, if it is missing, damaged, or a probe
     run's)."""
+    from txl import files
+
     path = run_dir / RUN_FILE
+    if not (path.exists() or path.is_symlink()):
+        raise RunDirError(f"nothing to resume in {run_dir}: it holds no training run")
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunDirError(f"nothing to resume in {run_dir}: it holds no training run") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RunDirError(
-            f"{path} is damaged ({type(e).__name__}); start a new run in another directory"
-        ) from None
+        info = files.read_json(path)
+    except files.FileRefused as e:
+        raise RunDirError(f"{e}; start a new run in another directory") from None
     if isinstance(info, dict) and info.get("kind") != "train" and "probe" in info:
         raise NotATrainingRun(
             f"{run_dir} is a probe run directory (`probe run`), not a training run; give "
@@ -327,8 +327,10 @@ def record_start(
 
     out = Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
+    from txl import files
+
     info = (
-        json.loads((out / RUN_FILE).read_text())
+        files.read_json(out / RUN_FILE)  # checked by _read_run_json already
         if resume
         else {"schema_version": 1, "kind": "train", "config": config, "starts": []}
     )

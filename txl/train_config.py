@@ -258,10 +258,12 @@ def load_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.suffix not in (".toml", ".json"):
         raise ConfigError(f"config file {str(path)!r} must end in .toml or .json")
+    from txl import files
+
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {str(path)!r}: {e.strerror}") from None
+        text = files.read_text(path, "config", "config file")
+    except files.FileRefused as e:
+        raise ConfigError(str(e)) from None
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:

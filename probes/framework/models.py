@@ -24,7 +24,7 @@ def resolve_model_path(model: str | os.PathLike | None, option: str = "--model")
         model = DEFAULT_MODEL
     p = Path(model).expanduser()
     if p.exists():
-        return p
+        return check_model_files(p, f"{option} {str(model)!r}")
     shipped = PACKAGE_MODELS / str(model)
     if str(model) and "/" not in str(model) and shipped.exists():
         return shipped
@@ -37,6 +37,37 @@ def resolve_model_path(model: str | os.PathLike | None, option: str = "--model")
     raise ProbeInputError(
         f"{option} {str(model)!r} does not exist; give a checkpoint directory ({known})"
     )
+
+
+# The JSON files of a model directory that loaders read whole (a Transformer-XL checkpoint's, a
+# transformers directory's), each checked to be a regular file within its limit before any
+# loader opens it (txl.files).
+MODEL_JSON = {
+    "config.json": "json",
+    "tokenizer.json": "tokenizer",
+    "tokenizer_config.json": "json",
+    "special_tokens_map.json": "json",
+    "generation_config.json": "json",
+    "model.safetensors.index.json": "json",
+    "rng.json": "json",
+}
+
+
+def check_model_files(path: Path, label: str) -> Path:
+    """`path`, once every JSON file of it that a loader reads whole is a regular file within
+    its limit (ProbeInputError naming the file otherwise)."""
+    from txl import files
+
+    if not path.is_dir():
+        return path
+    for name, kind in MODEL_JSON.items():
+        f = path / name
+        if f.exists() or f.is_symlink():
+            try:
+                files.check_file(f, kind)
+            except files.FileRefused as e:
+                raise ProbeInputError(f"{label}: {e}") from None
+    return path
 
 
 def shipped_name(path: Path) -> str | None:
@@ -79,7 +110,6 @@ def carries_state(source: Any, evaluator: str | None) -> bool:
     default for one): no memory length applies to it, so a `--mem` given for the models beside
     it in `--models` leaves it at its own geometry (the summary lists it under
     `mem_not_applicable`)."""
-    import json
 
     from probes.adapters.hf_dir import RECURRENT, is_transformers_dir
 
@@ -89,8 +119,13 @@ def carries_state(source: Any, evaluator: str | None) -> bool:
         return getattr(source, "evaluator", None) == "state"
     if not is_transformers_dir(source):
         return False
-    config = json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
-    return config.get("model_type") in RECURRENT
+    from txl import files
+
+    try:
+        config = files.read_json(Path(source) / "config.json")
+    except files.FileRefused as e:
+        raise ProbeInputError(f"--model: {e}") from None
+    return isinstance(config, dict) and config.get("model_type") in RECURRENT
 
 
 def is_loss_model(model: Any) -> bool:
@@ -203,25 +238,22 @@ def model_sources(cls: type, model: Any) -> list[Any]:
 
 def load_language(language: str | os.PathLike | None):
     """The synth language the probe writes its text in (default: Language.default())."""
-    import json
 
     from synth.language import Language
 
     if language is None:
         return Language.default()
+    from txl import files
+
     p = Path(language)
     if p.is_dir():
         p = p / "tokenizer.json"
-    if not p.is_file():
-        raise ProbeInputError(
-            f"--language {str(language)!r} does not exist; give a language JSON or a checkpoint"
-        )
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        data = files.read_json(p, "tokenizer")
+    except files.FileRefused as e:
         raise ProbeInputError(
-            f"--language {str(language)!r} is not a JSON file ({e}); give a language JSON "
-            "(`Language.to_json()`, a checkpoint's tokenizer.json) or a checkpoint directory"
+            f"--language: {e} (a language JSON, `Language.to_json()`, a checkpoint's "
+            "tokenizer.json, or a checkpoint directory)"
         ) from None
     if not isinstance(data, dict):
         raise ProbeInputError(

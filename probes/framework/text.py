@@ -97,6 +97,27 @@ def model_vocabulary(lm: Any, choice: str | None, where: str) -> Vocabulary:
     return Vocabulary("tokenizer", tok, origin)
 
 
+def read_json_file(path: Path) -> bytes:
+    """A model directory's small JSON file, bounded (txl.files)."""
+    from txl import files
+
+    return files.read_bytes(path, "json")
+
+
+def read_tokenizer_file(path: Path) -> bytes:
+    """A tokenizer.json (or a file beside it), bounded (txl.files)."""
+    from txl import files
+
+    return files.read_bytes(path, "tokenizer" if path.name == "tokenizer.json" else "json")
+
+
+def read_text_file(path: Path) -> bytes:
+    """One file of a haystack or a training text, bounded (txl.files)."""
+    from txl import files
+
+    return files.read_bytes(path, "text")
+
+
 def haystack_paths(value: Any) -> list[str] | None:
     """`--haystack` as a list of paths (['default'] for the default corpus), or None."""
     if value is None:
@@ -135,7 +156,7 @@ def load_world(tokenizer: Any, paths: list[str], per: str | None) -> tuple[Any, 
                 HAYSTACK_BYTES_FACTOR * total,
                 "give a smaller haystack",
             )
-            corpus = read_corpus(paths, per=per)
+            corpus = read_corpus(paths, per=per, read=read_text_file)
             record = {
                 "haystack": [str(Path(p).expanduser().resolve()) for p in paths],
                 "documents_per": per,

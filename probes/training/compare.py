@@ -59,7 +59,7 @@ def metrics_path(path: str | os.PathLike) -> Path:
     p = Path(path)
     if p.is_dir():
         p = p / METRICS_FILE
-    if not p.is_file():
+    if not (p.exists() or p.is_symlink()) or p.is_dir():  # a FIFO or device: the read says so
         raise RunMetricsError(
             f"no {METRICS_FILE} at {path}; expected a training run directory, a model directory "
             f"or a {METRICS_FILE} file"
@@ -69,11 +69,14 @@ def metrics_path(path: str | os.PathLike) -> Path:
 
 def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The records of a metrics.jsonl that carry a step (a line cut short by a kill is skipped)."""
+    from txl.files import FileRefused
     from txl.metrics_log import MetricsLog
 
     p = metrics_path(path)
     try:
         records = [r for r in MetricsLog(p).records() if isinstance(r, dict)]
+    except FileRefused as e:  # not a regular file, too large, not UTF-8
+        raise RunMetricsError(str(e)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise RunMetricsError(f"cannot read {p}: {e}; expected a UTF-8 {METRICS_FILE}") from None
     except ValueError as e:  # a compact log's packed columns do not decode

@@ -17,7 +17,9 @@ importing anything. The document separator is the eos (or bos) token the model d
 (tokenizer_config.json, special_tokens_map.json or config.json: `separator_from_dir`) when it
 is in the vocabulary, else `<eod>` (every BPE trained here has it, and names no eos).
 
-`tokenizers` is imported only when a tokenizer is built (`pip install -e .[text]`).
+`tokenizers` is imported only when a tokenizer is built (`pip install -e .[text]`). The files
+are read with the caller's `read` (a function of a path returning bytes; see synth.text.corpus):
+`probes` passes its bounded reader, so a FIFO or an oversized file is refused, never read.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,22 +122,24 @@ class TextTokenizer:
         return cls(data, separator)
 
     @classmethod
-    def from_path(cls, path: str | os.PathLike) -> TextTokenizer:
+    def from_path(
+        cls, path: str | os.PathLike, read: Callable[[Path], bytes] | None = None
+    ) -> TextTokenizer:
         """A tokenizer.json file, or a directory holding one (its separator from the files
-        beside it)."""
+        beside it), read with `read` (module docstring)."""
         p = Path(path)
         file = p / "tokenizer.json" if p.is_dir() else p
-        if not file.is_file():
+        if not (file.exists() or file.is_symlink()) or file.is_dir():
             raise TokenizerError(f"{str(path)!r} holds no tokenizer.json")
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
+            data = json.loads((read or Path.read_bytes)(file).decode("utf-8"))
+        except (OSError, ValueError) as e:  # the reader's refusal, or not UTF-8 / JSON
             raise TokenizerError(f"{str(file)!r} is not readable JSON ({e})") from None
         kind = tokenizer_kind(data)
         if kind != "tokenizers":
             what = "a synth language" if kind == "synth" else "not a tokenizer JSON"
             raise TokenizerError(f"{str(file)!r} is {what}, not a tokenizers-format tokenizer")
-        return cls(data, separator_from_dir(file.parent))
+        return cls(data, separator_from_dir(file.parent, read))
 
     def to_json(self) -> dict:
         return json.loads(json.dumps(self._data))
@@ -221,14 +225,19 @@ def _special(value: Any) -> str | None:
     return None
 
 
-def separator_from_dir(directory: str | os.PathLike) -> str | None:
+def separator_from_dir(
+    directory: str | os.PathLike, read_bytes: Callable[[Path], bytes] | None = None
+) -> str | None:
     """The eos token (else the bos token) a model directory names: tokenizer_config.json,
-    special_tokens_map.json, then config.json's eos/bos_token_id read in tokenizer.json."""
+    special_tokens_map.json, then config.json's eos/bos_token_id read in tokenizer.json; each
+    file read with `read_bytes` (module docstring), one it refuses taken as absent."""
     d = Path(directory)
 
     def read(name: str) -> dict:
+        if not (d / name).exists():
+            return {}
         try:
-            data = json.loads((d / name).read_text(encoding="utf-8"))
+            data = json.loads((read_bytes or Path.read_bytes)(d / name).decode("utf-8"))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
