@@ -101,6 +101,17 @@ def _curated_then(name, make):
     return setup
 
 
+def _bpe(name, size):
+    """A tokenizers-format BPE of `size` tokens (not what the shipped synth model reads)."""
+
+    def make(d: Path):
+        from text_helpers import small_bpe
+
+        (d / name).write_text(json.dumps(small_bpe(size).to_json()))
+
+    return make
+
+
 def _planted_run(**options):
     """A finished run of fact-swap on a planted model whose run.json options are then edited
     (a run directory may come from anyone)."""
@@ -253,6 +264,7 @@ CASES = [
     ("report-summary-fifo", ("report", "r"), _curated_then("summary.json", _fifo), 2, "is a FIFO"),
     ("compare-metrics-sparse", ("train-compare", "default", "m.jsonl"), _at("m.jsonl", _sparse), 2, "above the limit"),
     ("compare-metrics-fifo", ("train-compare", "default", "m.jsonl"), _at("m.jsonl", _fifo), 2, "is a FIFO"),
+    ("run-foreign-tokenizer", ("run", "fact-swap", "--tokenizer", "tok.json", *OUT), _bpe("tok.json", 300), 2, "is not the vocabulary of model"),
     ("planted-bfloat16", ("run", "fact-swap", "--model", "planted:copy=2", "--dtype", "bfloat16", *OUT), None, 2, "drop --dtype"),
 ]  # fmt: skip
 

@@ -70,16 +70,24 @@ def model_vocabulary(lm: Any, choice: str | None, where: str) -> Vocabulary:
             if tokenizer_kind(data) != "tokenizers":
                 return Vocabulary("synth")
             path = Path(lm.info.path)
-            sep = separator_from_dir(path) if path.is_dir() else None
+            sep = separator_from_dir(path, read_json_file) if path.is_dir() else None
             tok = TextTokenizer(data, sep)
             origin = f"{where}/tokenizer.json"
         else:
-            tok = TextTokenizer.from_path(Path(choice).expanduser())
+            tok = TextTokenizer.from_path(Path(choice).expanduser(), read_tokenizer_file)
             origin = str(Path(choice).expanduser().resolve())
     except TokenizerError as e:
         opt = "--model" if choice == "auto" else "--tokenizer"
         raise ProbeInputError(f"{opt} {where if choice == 'auto' else choice!r}: {e}") from None
     stated = getattr(lm, "tokenizer", None)
+    if choice != "auto" and tokenizer_kind(stated) == "synth":
+        # its embedding rows are the synth language's ids: another tokenizer's ids index the
+        # same rows with other meanings, and every probe would read noise as "no effect"
+        raise ProbeInputError(
+            f"--tokenizer {choice!r} ({tok.vocab.size} tokens) is not the vocabulary of model "
+            f"{where!r}: its tokenizer.json is a synth language, the ids its embedding was "
+            "trained on; drop --tokenizer (or give --tokenizer synth)"
+        )
     if choice != "auto" and tokenizer_kind(stated) == "tokenizers":
         from synth.text.tokenizer import json_sha256
 
