@@ -8,8 +8,11 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
+import capped
 import pytest
 from capped import probe
 
@@ -471,3 +474,75 @@ def test_resume_over_damaged_checkpoints_is_refused_naming_them_never_restarted(
     )  # fmt: skip
     assert "step_00000001" in r.stderr and "step_00000002" in r.stderr
     assert "starts the run over" not in r.stderr
+
+
+# --- the environment: arguments, closed or full streams, a read-only HOME ------------------------
+
+
+def run_capped(argv, cwd, *, close_stderr=False, stdout=subprocess.PIPE, env=None):
+    """A child `python ARGV` under the memory cap, stdin closed (optionally stderr too)."""
+
+    def setup():
+        capped._cap()
+        if close_stderr:
+            os.close(2)
+
+    return subprocess.run(
+        [sys.executable, *argv], cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout,
+        stderr=subprocess.DEVNULL if close_stderr else subprocess.PIPE, preexec_fn=setup,
+        env={**os.environ, "PYTHONPATH": str(capped.ROOT), **(env or {})}, timeout=300,
+    )  # fmt: skip
+
+
+NOT_UTF8 = os.fsdecode(b"o\xff")  # a name whose byte 0xff is no UTF-8
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("-m", "probes.cli", "train", "--steps", "1", "--out", NOT_UTF8, *SMALL),
+        ("-m", "probes.cli", "run", "fact-swap", "--model", "planted:copy=2", "--out", NOT_UTF8),
+        ("-m", "probes.paper", "--quick", "--out", NOT_UTF8),
+    ],
+    ids=["train", "run", "paper"],
+)
+def test_an_argument_that_is_not_utf8_is_refused_before_anything_is_written(tmp_path, args):
+    r = run_capped(args, tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and err.count("\n") == 1 and "not valid UTF-8" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_input_with_stderr_closed_still_exits_2_and_writes_nothing(tmp_path):
+    r = run_capped(("-m", "probes.cli", "run", "fact-swap", "--model", "nope", "--out", "o"),
+                   tmp_path, close_stderr=True)  # fmt: skip
+    assert r.returncode == 2 and list(tmp_path.iterdir()) == []
+
+
+def test_stdout_on_a_full_device_is_one_line_exit_2():
+    with open("/dev/full", "w") as full:
+        r = run_capped(("-m", "probes.cli", "list"), None, stdout=full)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and err.count("\n") == 1, err
+    assert "cannot write to stdout" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_into_a_closed_pipe_exits_as_sigpipe_quietly(flag):
+    r = subprocess.run(
+        ["bash", "-c", f"{sys.executable} -m probes.cli {flag} | true; echo ${{PIPESTATUS[0]}}"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(capped.ROOT)},
+    )  # fmt: skip
+    assert r.stdout.strip() in ("0", "141"), r.stdout
+    assert r.stderr == ""
+
+
+def test_a_read_only_home_leaves_stderr_quiet_under_quiet(tmp_path):
+    # /dev/null is a file: no config or cache directory can be made under it, even by root
+    env = {"HOME": "/dev/null", "MPLCONFIGDIR": "", "XDG_CONFIG_HOME": "", "XDG_CACHE_HOME": ""}
+    env = {k: v for k, v in env.items() if v} | {"PYTHONWARNINGS": "default"}
+    r = run_capped(("-m", "probes.cli", "run", "fact-swap", "--model", "planted:copy=2", "--n",
+                    "4", "--out", "o", "--quiet"), tmp_path, env=env)  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr
+    assert r.stderr.decode() == ""
