@@ -268,6 +268,9 @@ CASES = [
     ("compare-metrics-sparse", ("train-compare", "default", "m.jsonl"), _at("m.jsonl", _sparse), 2, "above the limit"),
     ("compare-metrics-fifo", ("train-compare", "default", "m.jsonl"), _at("m.jsonl", _fifo), 2, "is a FIFO"),
     ("run-foreign-tokenizer", ("run", "fact-swap", "--tokenizer", "tok.json", *OUT), _bpe("tok.json", 300), 2, "is not the vocabulary of model"),
+    # messages that say what is wrong and what would be right
+    ("report-finished-without-summary", ("report", "r"), _run_dir({"schema_version": 1, "status": "complete", "probe": {"name": "fact-swap"}}), 2, "summary.json is missing"),
+    ("train-nan-init-says-what-is-right", ("train", "--set", "model.init_std=nan", *OUT), None, 2, "expected a finite number > 0"),
     ("planted-bfloat16", ("run", "fact-swap", "--model", "planted:copy=2", "--dtype", "bfloat16", *OUT), None, 2, "drop --dtype"),
 ]  # fmt: skip
 
@@ -546,3 +549,21 @@ def test_a_read_only_home_leaves_stderr_quiet_under_quiet(tmp_path):
                     "4", "--out", "o", "--quiet"), tmp_path, env=env)  # fmt: skip
     assert r.returncode in (0, 1), r.stderr
     assert r.stderr.decode() == ""
+
+
+def test_train_compare_shows_nan_as_no_value_and_huge_numbers_short(tmp_path):
+    (tmp_path / "a.jsonl").write_text(
+        '{"step": 1, "kind": "train", "loss": NaN}\n'
+        '{"step": 1, "kind": "eval", "nll": NaN, "filler_nll": 1e308}\n'
+    )
+    (tmp_path / "b.jsonl").write_text(
+        '{"step": 1, "kind": "train", "loss": 1.0}\n'
+        '{"step": 1, "kind": "eval", "nll": 2.0, "filler_nll": 3.0}\n'
+    )
+    r = probe("train-compare", "a.jsonl", "b.jsonl", cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr == "", r.stderr
+    assert "max |Δ| 0" not in r.stdout and "on one side only" in r.stdout
+    assert max(len(w) for w in r.stdout.split()) < 20, r.stdout  # 1e308 is not 309 digits
+    assert "nan" not in r.stdout.lower() and "1.0000e+308" in r.stdout
+    doc = json.loads(probe("train-compare", "a.jsonl", "b.jsonl", "--json", cwd=tmp_path).stdout)
+    assert doc["train"]["max_abs_diff"] is None  # unknown, not 0

@@ -22,13 +22,21 @@ def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
             run_json, summary = load_run(d)
         except RunDirError as e:
             raise BadInput(str(e)) from None
-        if summary is None or run_json.get("status") not in FINISHED:
+        if run_json.get("status") not in FINISHED:
             skipped.append(f"{d} ({status(d, run_json)})")
+            continue
+        if summary is None:  # finished by its run.json, yet its result is gone
+            skipped.append(
+                f"{d} (run.json says {run_json.get('status')}, but summary.json is missing)"
+            )
             continue
         summaries.append(summary)
         shown.append(d)
     if not summaries:
-        raise BadInput(f"no finished run among {', '.join(skipped)}; give a finished run")
+        raise BadInput(
+            f"no finished run among {', '.join(skipped)}; give the directory of a finished run "
+            "(its run.json and summary.json, as `probe run` leaves them)"
+        )
     if skipped:
         click.echo(f"skipped (not finished): {', '.join(skipped)}", err=True)
     run_dirs = tuple(shown)

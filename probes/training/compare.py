@@ -106,10 +106,12 @@ def field_kind(name: str) -> str:
 
 
 def _number(value: Any) -> float | None:
-    """A loss as a float; None for null or anything that is not a number."""
+    """A loss as a float; None for null, a non-finite number (the project's one NaN policy,
+    txl.io.json_safe: a non-finite value is "no value", as a run writes it) or anything that is
+    not a number."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    return float(value) if math.isfinite(value) else None
 
 
 def _bucket_label(item: Mapping[str, Any], index: int) -> str:
@@ -120,7 +122,8 @@ def _bucket_label(item: Mapping[str, Any], index: int) -> str:
 
 def flatten(record: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float | None]]:
     """(name, value) for every number of an evaluation record; None stands for a recorded
-    non-finite or missing value (JSON null). Strings and timings are left out."""
+    non-finite or missing value (JSON null, or a NaN a hand-written log holds). Strings and
+    timings are left out."""
     for key, value in record.items():
         if key in TIMING_KEYS or key in ("kind", "step"):
             continue
@@ -132,11 +135,11 @@ def flatten(record: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
                 if isinstance(item, Mapping):
                     yield from flatten(item, f"{name}[{_bucket_label(item, i)}].")
                 elif isinstance(item, int | float) or item is None:
-                    yield f"{name}[{i}]", None if item is None else float(item)
+                    yield f"{name}[{i}]", _number(item)
         elif isinstance(value, bool):
             yield name, float(value)
         elif isinstance(value, int | float) or value is None:
-            yield name, None if value is None else float(value)
+            yield name, _number(value)
 
 
 @dataclass(frozen=True)
