@@ -104,6 +104,17 @@ def _curated_then(name, make):
     return setup
 
 
+def _long_word(name, n):
+    """A text file of prose around one run of `n` letters without a space (and p.txt, prose)."""
+
+    def make(d: Path):
+        prose = "the quick brown fox jumps over the lazy dog. " * 200
+        (d / name).write_text(prose + "a" * n + " " + prose)
+        (d / "p.txt").write_text(prose)
+
+    return make
+
+
 def _bpe(name, size):
     """A tokenizers-format BPE of `size` tokens (not what the shipped synth model reads)."""
 
@@ -268,6 +279,9 @@ CASES = [
     ("compare-metrics-sparse", ("train-compare", "default", "m.jsonl"), _at("m.jsonl", _sparse), 2, "above the limit"),
     ("compare-metrics-fifo", ("train-compare", "default", "m.jsonl"), _at("m.jsonl", _fifo), 2, "is a FIFO"),
     ("run-foreign-tokenizer", ("run", "fact-swap", "--tokenizer", "tok.json", *OUT), _bpe("tok.json", 300), 2, "is not the vocabulary of model"),
+    # text: a "word" of megabytes is data, refused before any tokenizer sees it
+    ("train-text-40mb-word", ("train", "--text", "w.txt", *OUT), _long_word("w.txt", 40_000_000), 2, "characters without a space"),
+    ("train-text-4mb-word-and-prose", ("train", "--text", "w.txt", "--text", "p.txt", *OUT), _long_word("w.txt", 4_000_000), 2, "characters without a space"),
     # messages that say what is wrong and what would be right
     ("report-finished-without-summary", ("report", "r"), _run_dir({"schema_version": 1, "status": "complete", "probe": {"name": "fact-swap"}}), 2, "summary.json is missing"),
     ("train-nan-init-says-what-is-right", ("train", "--set", "model.init_std=nan", *OUT), None, 2, "expected a finite number > 0"),

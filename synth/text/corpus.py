@@ -10,7 +10,8 @@ leading space) can be built and cut at word boundaries exactly (`synth.text.rend
 space every document is opened by `<eod>`, as in the synthetic language.
 
 Bad input is a `CorpusError` whose one line names the file and what is wrong with it: missing,
-binary (a NUL byte), not UTF-8 (with the byte offset), or empty (no words). Sizes are checked
+binary (a NUL byte), not UTF-8 (with the byte offset), empty (no words), or holding a "word"
+longer than `MAX_WORD_CHARS` (data, not prose). Sizes are checked
 before anything is read: `corpus_files` lists the files with their sizes, and `read_corpus`
 refuses more than `MAX_CORPUS_BYTES`.
 
@@ -31,6 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_CORPUS_BYTES = 1 << 30  # 1 GiB of text: beyond it, shard the corpus or train elsewhere
+# The longest run of characters without a space a text may hold: longer than any word of prose
+# (a long URL is a few hundred). A longer run is data (base64, a minified file), and one piece of
+# megabytes stalls a BPE's merges or panics the tokenizer's regular expression.
+MAX_WORD_CHARS = 4096
+_LONG_WORD = re.compile(rf"(?<!\S)\S{{{MAX_WORD_CHARS + 1}}}")  # tried at word starts only
 PER = ("file", "paragraph")
 _BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
 Reader = Callable[[Path], bytes]  # a file's bytes; ValueError or OSError when it is refused
@@ -137,6 +143,12 @@ def read_file(path: Path, read: Reader | None = None) -> str:
         ) from None
     if not text.split():
         raise CorpusError(f"{str(path)!r} is empty (no words); remove it or add text")
+    long = _LONG_WORD.search(text)
+    if long is not None:
+        raise CorpusError(
+            f"{str(path)!r} holds more than {MAX_WORD_CHARS:,} characters without a space (from "
+            f"character {long.start():,}): not prose; remove that part or give text files"
+        )
     return text
 
 
