@@ -110,7 +110,6 @@ def carries_state(source: Any, evaluator: str | None) -> bool:
     default for one): no memory length applies to it, so a `--mem` given for the models beside
     it in `--models` leaves it at its own geometry (the summary lists it under
     `mem_not_applicable`)."""
-
     from probes.adapters.hf_dir import RECURRENT, is_transformers_dir
 
     if evaluator not in (None, "state"):
@@ -238,7 +237,6 @@ def model_sources(cls: type, model: Any) -> list[Any]:
 
 def load_language(language: str | os.PathLike | None):
     """The synth language the probe writes its text in (default: Language.default())."""
-
     from synth.language import Language
 
     if language is None:
