@@ -368,7 +368,7 @@ PAPER_CASES = [
     ("paper-out-here", ("--out", "."), None, 2, "the working directory"),
     ("paper-out-root", ("--out", "/"), None, 2, "the working directory or one above"),
     ("paper-out-empty", ("--out", ""), None, 2, "--out '' is empty"),
-    ("paper-out-a-file", ("--out", "f"), _text("f", "x"), 2, "not a directory"),
+    ("paper-out-a-file", ("--out", "f"), _text("f", "x"), 2, "is a file"),
     ("paper-out-read-only", ("--out", READ_ONLY), _read_only, 2, "paper"),
     ("paper-unknown-option", ("--bogus",), None, 2, "--bogus"),
     ("paper-zero-threads", ("--threads", "0"), None, 2, "--threads"),

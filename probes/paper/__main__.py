@@ -48,7 +48,8 @@ def check_out(out: str) -> Path:
         )
     if target.exists() or target.is_symlink():
         if not target.is_dir() or target.is_symlink():
-            raise BadInput(f"--out {out!r} is not a directory; give a directory to write")
+            what = "a file" if target.is_file() and not target.is_symlink() else "not a directory"
+            raise BadInput(f"--out {out!r} is {what}; give a directory to write")
         try:
             empty = not any(target.iterdir())
             ours = empty or is_paper_dir(target)
