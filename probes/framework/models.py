@@ -139,7 +139,7 @@ def model_source(model: str | os.PathLike, option: str = "--model") -> Any:
     if str(model).startswith("hf:"):
         from probes.adapters.hf_dir import ModelDirError, read_config
 
-        path = Path(str(model)[3:]).expanduser()
+        path = check_model_files(Path(str(model)[3:]).expanduser(), f"{option} {str(model)!r}")
         try:
             read_config(path)
         except ModelDirError as e:
