@@ -260,6 +260,7 @@ CASES = [
     # every file read: a regular file within its size limit, then parsed
     ("model-config-sparse-2g", ("run", "fact-swap", "--model", "m", *OUT), _model_file("config.json", _sparse), 2, "above the limit"),
     ("model-hf-config-sparse-2g", ("run", "fact-swap", "--model", "hf:m", *OUT), _model_file("config.json", _sparse), 2, "above the limit"),
+    ("model-weights-fifo", ("run", "fact-swap", "--model", "m", *OUT), _model_file("model.safetensors", _fifo), 2, "model.safetensors is not a regular file"),
     ("model-config-fifo", ("run", "fact-swap", "--model", "m", *OUT), _model_file("config.json", _fifo), 2, "is a FIFO"),
     ("model-tokenizer-dev-zero", ("run", "fact-swap", "--model", "m", *OUT), _model_file("tokenizer.json", _dev_zero), 2, "character device"),
     ("model-config-symlink-loop", ("run", "fact-swap", "--model", "m", *OUT), _model_file("config.json", _loop), 2, "symlink loop"),
