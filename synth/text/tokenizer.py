@@ -132,8 +132,14 @@ class TextTokenizer:
         if not (file.exists() or file.is_symlink()) or file.is_dir():
             raise TokenizerError(f"{str(path)!r} holds no tokenizer.json")
         try:
-            data = json.loads((read or Path.read_bytes)(file).decode("utf-8"))
-        except (OSError, ValueError) as e:  # the reader's refusal, or not UTF-8 / JSON
+            raw = (read or Path.read_bytes)(file)
+        except OSError as e:
+            raise TokenizerError(f"{str(file)!r} cannot be read ({e.strerror})") from None
+        except ValueError as e:  # the reader's refusal (a FIFO, too large): its own one line
+            raise TokenizerError(str(e)) from None
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except ValueError as e:  # not UTF-8, not JSON
             raise TokenizerError(f"{str(file)!r} is not readable JSON ({e})") from None
         kind = tokenizer_kind(data)
         if kind != "tokenizers":
