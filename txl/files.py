@@ -22,7 +22,6 @@ import errno
 import json
 import os
 import stat
-from pathlib import Path
 from typing import Any
 
 MIB = 1 << 20
@@ -170,9 +169,3 @@ def read_jsonl(
             except ValueError:
                 continue
     return out
-
-
-def exists_as_file(path: str | os.PathLike) -> bool:
-    """Whether something is at `path` that a reader would look at (a FIFO or a device too: it is
-    refused by the read, not taken for missing)."""
-    return Path(path).exists() and not Path(path).is_dir()
