@@ -14,7 +14,10 @@ No torch, no numpy: the CLI checks options with this before it imports either.
 
 from __future__ import annotations
 
+import math
 import os
+
+from txl.train_config import MAX_THREADS as MAX_THREADS  # one bound: run, train, paper
 
 MAX_MEM = 1 << 17  # 131,072 tokens of evaluation memory
 MAX_TGT_LEN = 1 << 14  # 16,384 tokens per segment
@@ -22,6 +25,7 @@ MAX_CLAMP_LEN = 1 << 20
 MAX_N = 100_000  # pairs per bin / grid cell
 MAX_DISTANCE = 1 << 20  # 1,048,576 tokens between a fact and its answer
 MAX_TEXT = 1 << 22  # tokens of one synthetic text
+MAX_LAYERS = 1 << 10  # layers of a planted model (its reach is computed layer by layer)
 USABLE = 0.8  # the share of the available memory a run may plan to use
 
 
@@ -65,3 +69,42 @@ def check_at_most(name: str, value: int, limit: int, fix: str = "") -> None:
         raise LimitError(
             f"{name} {value:,} is above the limit of {limit:,}" + (f"; {fix}" if fix else "")
         )
+
+
+def check_number(
+    value: object, *, integer: bool = False, lo: float | None = None, hi: float | None = None
+) -> int | float:
+    """The one check of a number a user gives — a CLI option (click and Python alike), a field
+    of `--model planted:…`, a value read back from run.json: a number (an integer when
+    `integer`), finite, within [lo, hi]. Returns it converted; ValueError saying what is wrong
+    and what would be right (the caller names the option)."""
+    want = "an integer" if integer else "a finite number"
+    if lo is not None and hi is not None:
+        want += f" in [{_num(lo)}, {_num(hi)}]"
+    elif lo is not None:
+        want += f" >= {_num(lo)}"
+    elif hi is not None:
+        want += f" <= {_num(hi)}"
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number; give {want}")
+    try:
+        if integer:
+            number: int | float = value if isinstance(value, int) else int(str(value).strip(), 10)
+        else:
+            number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{value!r} is not {'an integer' if integer else 'a number'}; give {want}"
+        ) from None
+    if not math.isfinite(number):
+        raise ValueError(f"{value!r} is not a finite number; give {want}")
+    if lo is not None and number < lo:
+        raise ValueError(f"{number!r} is below the minimum {_num(lo)}; give {want}")
+    if hi is not None and number > hi:
+        raise ValueError(f"{number!r} is above the maximum {_num(hi)}; give {want}")
+    return number
+
+
+def _num(x: float) -> str:
+    """A bound as people write it: 256, 131072, 0.5, 1e+06."""
+    return str(x) if isinstance(x, int) else f"{x:g}"

@@ -16,15 +16,20 @@ def _cap() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
 
 
-def probe(*args: str, cwd, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m probes.cli ARGS` in `cwd`, capped, stdin closed."""
+def probe(
+    *args: str, cwd, timeout: float = 300, module: str = "probes.cli", env=None, **kw
+) -> subprocess.CompletedProcess:
+    """`python -m probes.cli ARGS` (or another `module`) in `cwd`, capped, stdin closed; `env`:
+    variables set on top of this process's, `kw`: more of subprocess.run's arguments."""
+    kw.setdefault("stdin", subprocess.DEVNULL)
     return subprocess.run(
-        [sys.executable, "-m", "probes.cli", *args],
+        [sys.executable, "-m", module, *args],
         capture_output=True,
         text=True,
+        errors="replace",
         cwd=cwd,
-        stdin=subprocess.DEVNULL,
         preexec_fn=_cap,
         timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        **kw,
     )

@@ -383,7 +383,7 @@ def test_garbage_train_state_is_refused(saved: Path) -> None:
 
 def test_bad_rng_json_is_refused(saved: Path) -> None:
     (saved / "rng.json").write_text("{")
-    assert_one_line_error(saved, "rng.json is not valid JSON")
+    assert_one_line_error(saved, "rng.json' is not valid JSON")
 
 
 def test_atomic_write_that_fails_keeps_the_old_file_and_leaves_no_temp(tmp_path: Path) -> None:

@@ -138,7 +138,7 @@ def test_table_has_a_column_per_model_in_the_single_model_formats(both):
 
 def test_rerun_of_a_models_directory_reproduces_it(tmp_path):
     doc = diagnose_json(tmp_path, "--models", f"{A},{B}", *ONLY_FACT_SWAP)
-    r = invoke("rerun", doc["run_dir"], "--json")
+    r = invoke("rerun", doc["run_dir"], "--json", "--out", str(tmp_path / "again"))
     assert r.exit_code == 0, r.stderr
     res = json.loads(r.stdout)
     assert res["match"] == "exact" and res["differences"] == [] and res["notes"] == []

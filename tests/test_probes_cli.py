@@ -214,7 +214,7 @@ def test_list_json_and_report_and_rerun(model, tmp_path):
     doc = json.loads(invoke(["report", *dirs, "--json"]).stdout)
     assert sorted(s["geometry"]["mem_len"] for s in doc["runs"]) == [8, 16]
 
-    r = invoke(["rerun", dirs[0], "--json", "--quiet"])
+    r = invoke(["rerun", dirs[0], "--json", "--quiet", "--out", str(tmp_path / "again")])
     assert r.exit_code == 0, r.stderr
     res = json.loads(r.stdout)
     assert res["match"] == "exact" and res["differences"] == []
@@ -253,7 +253,7 @@ def test_rerun_never_imports_a_probe_file_named_in_run_json_unless_allowed(model
     record["probe"]["spec"] = f"{hostile}:Class"
     record["probe"]["class"] = f"{hostile}:Class"
     (run_dir / "run.json").write_text(json.dumps(record))
-    r = invoke(["rerun", str(run_dir), "--quiet"])
+    r = invoke(["rerun", str(run_dir), "--quiet", "--out", str(tmp_path / "again")])
     assert r.exit_code == 2 and "--allow-file-probes" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not marker.exists()  # the file's code never ran
@@ -268,14 +268,14 @@ def test_rerun_of_a_run_recorded_elsewhere_uses_the_shipped_model_of_the_same_sh
     assert record["options"]["model"] == "default"  # recorded by name
     record["options"]["model"] = "/elsewhere/checkout/probes/models/default"  # another machine
     (run_dir / "run.json").write_text(json.dumps(record))
-    r = invoke(["rerun", str(run_dir), "--json", "--quiet"])
+    r = invoke(["rerun", str(run_dir), "--json", "--quiet", "--out", str(tmp_path / "again")])
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["match"] == "exact"
     assert any("used the shipped model 'default'" in n for n in doc["notes"])
     record["model"]["sha256"] = "0" * 64  # and a model this installation does not have
     (run_dir / "run.json").write_text(json.dumps(record))
-    r = invoke(["rerun", str(run_dir), "--quiet"])
+    r = invoke(["rerun", str(run_dir), "--quiet", "--out", str(tmp_path / "again")])
     assert r.exit_code == 2 and "does not exist here" in r.stderr
 
 

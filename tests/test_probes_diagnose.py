@@ -177,7 +177,7 @@ def test_rerun_of_a_diagnose_directory_reproduces_its_table(models, tmp_path):
                *ONLY_FACT_SWAP)  # fmt: skip
     assert r.exit_code == 0, r.stderr
     run_dir = json.loads(r.stdout)["run_dir"]
-    again = invoke("rerun", run_dir, "--json")
+    again = invoke("rerun", run_dir, "--json", "--out", str(tmp_path / "again"))
     assert again.exit_code == 0, again.stderr
     res = json.loads(again.stdout)
     assert res["match"] == "exact" and res["differences"] == [] and res["passed"]

@@ -132,6 +132,8 @@ def test_the_planted_null_runs_through_the_cli(tmp_path):
     doc = json.loads(r.stdout)
     assert doc["model"]["path"] == NULL_MODEL  # what `probe rerun` loads again
     assert all(b["verdict"] in ("significant", "negligible", "inconclusive") for b in doc["bins"])
-    r = CliRunner().invoke(cli, ["rerun", doc["run_dir"], "--json", "--quiet"])
+    r = CliRunner().invoke(
+        cli, ["rerun", doc["run_dir"], "--json", "--quiet", "--out", str(tmp_path / "again")]
+    )
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["match"] == "exact"

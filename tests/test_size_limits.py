@@ -81,3 +81,48 @@ def test_require_memory_compares_with_what_is_available():
         require_memory("everything", 10 * available_bytes(), "ask for less")
     with pytest.raises(LimitError, match="ask for less"):
         require_memory("a GPU's worth", 2**30, "ask for less", available=2**20)
+
+
+MEASURE = """
+import json, resource, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from text_helpers import small_bpe
+tok = small_bpe(512)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+if sys.argv[2] == "haystack":
+    from probes.framework.text import HAYSTACK_BYTES_FACTOR as factor, load_world
+    load_world(tok, [sys.argv[3]], None)
+else:
+    from probes.training.text_data import BYTES_FACTOR as factor, load_text, text_table
+    load_text(text_table({"text": {"paths": [sys.argv[3]]}}), Path(tempfile.mkdtemp()) / "r", False)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"grew": peak - base, "factor": factor}))
+"""
+
+
+@pytest.mark.parametrize("use", ["haystack", "train"])
+def test_the_memory_estimate_of_a_text_covers_what_reading_it_takes(tmp_path, use):
+    """The estimate checked before a haystack or a training text is read (bytes × factor) is
+    at least the peak memory measured reading and tokenizing 3 MB of prose."""
+    import subprocess
+    import sys
+
+    from capped import ROOT, _cap
+
+    from synth.text.default_corpus import default_corpus
+
+    text = " ".join(d.text for d in default_corpus("train").documents)
+    d = tmp_path / "text"
+    d.mkdir()
+    for i in range(3):
+        (d / f"t{i}.txt").write_text((text * (10**6 // len(text) + 1))[: 10**6])
+    r = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(ROOT / "tests"), use, str(d)],
+        capture_output=True, text=True, preexec_fn=_cap, timeout=600,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout)
+    size = 3 * 10**6
+    assert got["grew"] <= got["factor"] * size, (got["grew"] / size, got["factor"])

@@ -46,7 +46,7 @@ def test_bad_config_file_is_one_line_exit_2(tmp_path):
     assert_one_line_exit_2(invoke("--config", str(f), "--out", str(tmp_path / "r")), "d_model")
     assert_one_line_exit_2(
         invoke("--config", str(tmp_path / "none.toml"), "--out", str(tmp_path / "r")),
-        "cannot read",
+        "does not exist",
     )
 
 

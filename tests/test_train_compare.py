@@ -170,7 +170,7 @@ def test_cli_exit_codes_and_json(tmp_path):
         (["{a}", "{tmp}/missing"], "no metrics.jsonl at"),
         (["{a}", "{tmp}/empty"], "holds no metrics records"),
         (["{a}", "{a}", "--nll-tol", "-1"], "--nll-tol"),
-        (["{a}", "{a}", "--acc-tol", "nan"], "bad tolerance"),
+        (["{a}", "{a}", "--acc-tol", "nan"], "not a finite number"),
         (["{a}", "{tmp}/latin1"], "UTF-8"),
         (["{a}"], "Missing argument"),
     ],

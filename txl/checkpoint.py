@@ -38,6 +38,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save_file
 
+from txl import files
 from txl.config import TXLConfig
 from txl.io import atomic_write, file_sha256, follow_umask, replace_dir
 from txl.model import TransformerXL
@@ -214,13 +215,11 @@ def _listing(names: Iterable[str], limit: int = 4) -> str:
     return shown + (f" (+{len(names) - limit} more)" if len(names) > limit else "")
 
 
-def _read_json_object(path: Path, what: str) -> dict:
+def _read_json_object(path: Path, what: str, kind: str = "json") -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as e:
-        raise CheckpointError(
-            f"{path} is not valid JSON ({_first_line(e)}); expected {what}"
-        ) from e
+        data = files.read_json(path, kind)  # a regular file within its size, then parsed
+    except files.FileRefused as e:
+        raise CheckpointError(f"{_first_line(e)}; expected {what}") from None
     if not isinstance(data, dict):
         raise CheckpointError(
             f"{path} holds a JSON {type(data).__name__}; expected {what} (a JSON object)"
@@ -228,17 +227,11 @@ def _read_json_object(path: Path, what: str) -> dict:
     return data
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"non-finite number {name}")
-
-
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise CheckpointError(
-            f"{path} is not UTF-8 text ({_first_line(e)}); expected a text file"
-        ) from e
+        return files.read_text(path, "metrics")
+    except files.FileRefused as e:
+        raise CheckpointError(f"{_first_line(e)}; expected a text file") from None
 
 
 def _check_file_set(root: Path) -> None:
@@ -345,7 +338,10 @@ def _read_weights(root: Path, model: TransformerXL) -> tuple[dict[str, torch.Ten
     """The state_dict to load into `model`, checked name by name and shape by shape, and the
     sha256 of the very bytes it was read from."""
     path = root / WEIGHTS_FILE
-    raw = path.read_bytes()
+    try:
+        raw = files.read_bytes(path, "weights")
+    except files.FileRefused as e:
+        raise CheckpointError(str(e)) from None
     try:
         stored = load_safetensors(raw)
     except (SafetensorError, ValueError, RuntimeError) as e:
@@ -392,6 +388,10 @@ def _read_train_state(root: Path, device: str | torch.device) -> dict | None:
     path = root / TRAIN_STATE_FILE
     if not path.exists():
         return None
+    try:
+        files.check_file(path, "weights")  # zipfile and torch.load open it themselves
+    except files.FileRefused as e:
+        raise CheckpointError(str(e)) from None
     if not zipfile.is_zipfile(path):
         raise CheckpointError(
             f"{path} is not a torch.save archive (truncated or another format); re-save it with "
@@ -416,7 +416,9 @@ def load_checkpoint(path: str | os.PathLike, *, device: str | torch.device = "cp
     root = Path(path)
     _check_file_set(root)
     config, training = _read_config(root)
-    tokenizer = _read_json_object(root / TOKENIZER_FILE, "the tokenizer (a JSON object)")
+    tokenizer = _read_json_object(
+        root / TOKENIZER_FILE, "the tokenizer (a JSON object)", "tokenizer"
+    )
     rng = _read_json_object(root / RNG_FILE, "RNG states") if (root / RNG_FILE).exists() else None
 
     _check_shapes_before_building(root, config)

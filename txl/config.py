@@ -58,25 +58,29 @@ class TXLConfig:
                     kind, "a number"
                 )
                 raise ValueError(f"invalid model config: {f.name}={v!r}; expected {want}")
-        checks = {
-            "vocab_size": self.vocab_size > 0,
-            "n_layer": self.n_layer > 0,
-            "d_model": self.d_model > 0,
-            "n_head": self.n_head > 0,
-            "d_head": self.d_head > 0,
-            "d_inner": self.d_inner > 0,
-            "dropout": 0.0 <= self.dropout < 1.0,
-            "dropatt": 0.0 <= self.dropatt < 1.0,
-            "tgt_len": self.tgt_len > 0,
-            "mem_len": self.mem_len >= 0,
-            "max_pos": self.max_pos >= 0,
-            "init_std": 0 < self.init_std < float("inf"),  # NaN fails both comparisons
-            "pos_enc": self.pos_enc in POS_ENCODINGS,
+        positive = "an integer > 0"
+        checks = {  # field: (holds, what would be right)
+            "vocab_size": (self.vocab_size > 0, positive),
+            "n_layer": (self.n_layer > 0, positive),
+            "d_model": (self.d_model > 0, positive),
+            "n_head": (self.n_head > 0, positive),
+            "d_head": (self.d_head > 0, positive),
+            "d_inner": (self.d_inner > 0, positive),
+            "dropout": (0.0 <= self.dropout < 1.0, "a number in [0, 1)"),
+            "dropatt": (0.0 <= self.dropatt < 1.0, "a number in [0, 1)"),
+            "tgt_len": (self.tgt_len > 0, positive),
+            "mem_len": (self.mem_len >= 0, "an integer >= 0"),
+            "max_pos": (self.max_pos >= 0, "an integer >= 0 (0: tgt_len + mem_len)"),
+            # NaN fails both comparisons
+            "init_std": (0 < self.init_std < float("inf"), "a finite number > 0, e.g. 0.02"),
+            "pos_enc": (self.pos_enc in POS_ENCODINGS, " | ".join(POS_ENCODINGS)),
         }
-        bad = [k for k, ok in checks.items() if not ok]
+        bad = [k for k, (ok, _) in checks.items() if not ok]
         if bad:
             k = bad[0]
-            raise ValueError(f"invalid model config: {k}={getattr(self, k)!r}")
+            raise ValueError(
+                f"invalid model config: {k}={getattr(self, k)!r}; expected {checks[k][1]}"
+            )
 
     @property
     def table_len(self) -> int:

@@ -13,13 +13,13 @@ Imports no torch: `probe train-compare` reads logs without it."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from txl import files
 from txl.io import atomic_write, json_safe
 
 METRICS_FILE = "metrics.jsonl"
@@ -128,12 +128,9 @@ class MetricsLog:
             f.write(line + "\n")
 
     def records(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
+        if not (self.path.exists() or self.path.is_symlink()):
             return []
-        out = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(json.JSONDecodeError):  # a line cut by a kill
-                out.append(json.loads(line))
+        out = files.read_jsonl(self.path)  # a line cut by a kill is skipped
         if any(isinstance(r, dict) and r.get("kind") == COLUMNS_KIND for r in out):
             return expand([r for r in out if isinstance(r, dict)])
         return out
@@ -144,7 +141,7 @@ class MetricsLog:
         atomic_write(self.path, dumps(keep))
 
     def text(self) -> str:
-        return self.path.read_text(encoding="utf-8") if self.path.exists() else ""
+        return files.read_text(self.path, "metrics") if self.path.exists() else ""
 
     def compact_text(self) -> str:
         """The log as a finished model directory keeps it (`compact`)."""

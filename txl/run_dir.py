@@ -168,6 +168,26 @@ def complete_checkpoints(run_dir: str | Path) -> list[Path]:
     ]
 
 
+def incomplete_checkpoints(run_dir: str | Path) -> list[str]:
+    """Each step_NNNNNNNN entry under checkpoints/ that is not a complete checkpoint, with what
+    it lacks ("step_00000002 (rng.json missing)"), oldest first. A write killed half-way leaves
+    only hidden `.step_*.tmp-*` directories (`clean_partial_writes`), so an incomplete entry of
+    this name was damaged after it was written."""
+    out = []
+    for _, path in _checkpoints(Path(run_dir)):
+        if not path.is_dir():
+            out.append(f"{path.name} (not a directory)")
+            continue
+        wrong = [
+            f"{n} {'missing' if not (path / n).exists() else 'not a regular file'}"
+            for n in _CHECKPOINT_FILES
+            if not (path / n).is_file()
+        ]
+        if wrong:
+            out.append(f"{path.name} ({', '.join(wrong)})")
+    return out
+
+
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The newest complete resumable checkpoint of a run (None if there is none)."""
     found = complete_checkpoints(run_dir)
@@ -221,15 +241,15 @@ TRAINER = "another trainer"  # who holds a training run's lock
 def _read_run_json(run_dir: Path) -> dict[str, Any]:
     """A training run's run.json (RunDirError, one line, if it is missing, damaged, or a probe
     run's)."""
+    from txl import files
+
     path = run_dir / RUN_FILE
+    if not (path.exists() or path.is_symlink()):
+        raise RunDirError(f"nothing to resume in {run_dir}: it holds no training run")
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunDirError(f"nothing to resume in {run_dir}: it holds no training run") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RunDirError(
-            f"{path} is damaged ({type(e).__name__}); start a new run in another directory"
-        ) from None
+        info = files.read_json(path)
+    except files.FileRefused as e:
+        raise RunDirError(f"{e}; start a new run in another directory") from None
     if isinstance(info, dict) and info.get("kind") != "train" and "probe" in info:
         raise NotATrainingRun(
             f"{run_dir} is a probe run directory (`probe run`), not a training run; give "
@@ -288,7 +308,15 @@ def check_run_dir(
             raise RunDirError(f"{out} is not empty; choose a new or empty --out directory")
         return None, False
     _read_run_json(out)
-    return latest_checkpoint(out), latest_checkpoint(out) is None
+    latest = latest_checkpoint(out)
+    damaged = incomplete_checkpoints(out)
+    if latest is None and damaged:  # a damaged run is not one that never checkpointed
+        raise RunDirError(
+            f"--resume: no checkpoint of {out} is complete ({'; '.join(damaged)}): the run "
+            "cannot continue and was left as it is; restore the missing files, or start a new "
+            "run in another --out"
+        )
+    return latest, latest is None
 
 
 def record_start(
@@ -299,8 +327,10 @@ def record_start(
 
     out = Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
+    from txl import files
+
     info = (
-        json.loads((out / RUN_FILE).read_text())
+        files.read_json(out / RUN_FILE)  # checked by _read_run_json already
         if resume
         else {"schema_version": 1, "kind": "train", "config": config, "starts": []}
     )

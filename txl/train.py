@@ -67,6 +67,7 @@ from txl.run_dir import (
     clean_partial_writes,
     complete_checkpoints,
     drop_checkpoints_after,
+    incomplete_checkpoints,
     load_run_config,
     prune_checkpoints,
     record_start,
@@ -519,6 +520,8 @@ def _train(config, stream, out, tokenizer, eval_fn, resume, ctx, device, progres
             drop_checkpoints_after(out, 0)
         entry["resumed_from"] = 0
     if resume_from is not None:
+        for bad in incomplete_checkpoints(out):
+            warn(f"warning: the checkpoint {bad} is incomplete and skipped")
         resume_from = run.restore_latest(complete_checkpoints(out), warn)
         entry["resumed_from"] = run.step
         if ctx.is_main:

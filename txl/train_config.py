@@ -29,6 +29,7 @@ from typing import Any
 from txl.config import TXLConfig
 
 DEVICES = ("auto", "cpu", "cuda")
+MAX_THREADS = 256  # CPU threads of one process (torch's intra-op pool); more only fails to start
 PRECISIONS = ("auto", "fp32", "bf16")
 OPAQUE = ("data", "eval", "arch")  # free-form tables, validated by their consumers
 
@@ -103,7 +104,11 @@ class TrainConfig:
             ("keep_checkpoints", self.keep_checkpoints >= 1, "an integer >= 1"),
             ("device", self.device in DEVICES, " | ".join(DEVICES)),
             ("precision", self.precision in PRECISIONS, " | ".join(PRECISIONS)),
-            ("threads", self.threads >= 0, "an integer >= 0"),
+            (
+                "threads",
+                0 <= self.threads <= MAX_THREADS,
+                f"an integer in [0, {MAX_THREADS}] (0: torch's default)",
+            ),
             (
                 "peak_tflops",
                 self.peak_tflops is None or self.peak_tflops > 0,
@@ -253,10 +258,12 @@ def load_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.suffix not in (".toml", ".json"):
         raise ConfigError(f"config file {str(path)!r} must end in .toml or .json")
+    from txl import files
+
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {str(path)!r}: {e.strerror}") from None
+        text = files.read_text(path, "config", "config file")
+    except files.FileRefused as e:
+        raise ConfigError(str(e)) from None
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:

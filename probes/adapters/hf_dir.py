@@ -14,7 +14,6 @@ from typing import Any
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
 RECURRENT = ("mamba", "mamba2", "falcon_mamba", "rwkv")
 GGUF_MAGIC = b"GGUF"
-MAX_JSON_BYTES = 64 << 20  # config.json, an index: a real one is kilobytes
 MAX_HEADER_BYTES = 100 << 20  # a safetensors header (the safetensors library's own limit)
 # A config claiming more than this many times the parameters its weights hold is refused
 # (packed quantized weights store several values per element: 8 for 4-bit values in int32).
@@ -30,30 +29,20 @@ def _where(path) -> str:
 
 
 def read_json(file: Path, where: str) -> Any:
-    """A model's JSON file (config.json, an index), bounded: a regular file of at most
-    MAX_JSON_BYTES, then parsed. ModelDirError naming what is wrong."""
-    name = file.name
+    """A model's JSON file (config.json, an index) through the one bounded reader (`txl.files`:
+    a regular file within the size of its kind, then parsed). ModelDirError naming the model
+    and what is wrong."""
+    from txl import files
+
     if file.is_symlink() and not file.exists():
         raise ModelDirError(
-            f"--model {where}: {name} is a symlink that does not resolve (a loop or a missing "
-            "target); make it a file"
+            f"--model {where}: {file.name} is a symlink that does not resolve (a loop or a "
+            "missing target); make it a file"
         )
     try:
-        st = file.stat()
-    except OSError as e:
-        raise ModelDirError(f"--model {where}: {name} cannot be read ({e.strerror})") from None
-    if not file.is_file():
-        raise ModelDirError(f"--model {where}: {name} is not a regular file; make it a JSON file")
-    if st.st_size > MAX_JSON_BYTES:
-        raise ModelDirError(
-            f"--model {where}: {name} is {st.st_size:,} bytes, more than the "
-            f"{MAX_JSON_BYTES:,} a model's JSON file may have"
-        )
-    try:
-        return json.loads(file.read_bytes().decode("utf-8"))
-    except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        msg = " ".join(str(e).split())[:120]
-        raise ModelDirError(f"--model {where}: {name} is not JSON ({msg})") from None
+        return files.read_json(file, "json", what=file.name)
+    except files.FileRefused as e:
+        raise ModelDirError(f"--model {where}: {e}") from None
 
 
 def is_gguf(path: Path) -> bool:

@@ -74,17 +74,61 @@ def _silence_stdout() -> None:
         pass
 
 
-def _stdout_closed() -> bool:
-    """Whether the process was started with stdout closed (`probe ... >&-`)."""
-    if sys.stdout is None:
+def _closed(stream) -> bool:
+    """Whether the process was started with this standard stream closed (`probe ... >&-`)."""
+    if stream is None:
         return True
     try:
-        os.fstat(sys.stdout.fileno())
+        os.fstat(stream.fileno())
     except (io.UnsupportedOperation, ValueError, AttributeError):  # replaced (tests): usable
         return False
     except OSError:  # EBADF
         return True
     return False
+
+
+def _stdout_closed() -> bool:
+    return _closed(sys.stdout)
+
+
+def _open_closed_stderr() -> None:
+    """Started with stderr closed (`2>&-`): give it /dev/null, so that what would be said there
+    is dropped and the exit code still says what happened (progress, warnings and the one error
+    line all write to stderr)."""
+    if not _closed(sys.stderr):
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        if devnull != 2:
+            os.dup2(devnull, 2)
+            os.close(devnull)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    except OSError:
+        pass
+
+
+def _not_utf8(args) -> str | None:
+    """The first argument that is not valid UTF-8 (its bytes arrive as surrogates), or None:
+    every run file records its command line as UTF-8 JSON, so such an argument is refused
+    before anything is written rather than failing once a run has begun."""
+    for a in args:
+        try:
+            a.encode("utf-8")
+        except UnicodeEncodeError:
+            return a
+    return None
+
+
+def _full(e: BaseException) -> bool:
+    """A write to stdout refused for room (`probe list > /dev/full`): a file the run writes
+    names itself (`filename`), stdout does not."""
+    import errno
+
+    return (
+        isinstance(e, OSError)
+        and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+        and e.filename is None
+    )
 
 
 def _speaks_for_all_ranks() -> bool:
@@ -98,8 +142,9 @@ def _rank_prefix() -> str:
     return f"rank {os.environ.get('RANK', '0')}: " if world not in ("", "0", "1") else ""
 
 
-class ProbeCLI(click.Group):
-    """The top-level group: turns every failure into one line on stderr and an exit code."""
+class OneLineErrors:
+    """Turns every failure of a click command into one line on stderr and an exit code
+    (probes.cli.errors): the `probe` group and `python -m probes.paper` share it."""
 
     def invoke(self, ctx):
         try:
@@ -109,11 +154,34 @@ class ProbeCLI(click.Group):
                 raise PipeClosed() from None
             raise
 
+    def make_context(self, *args, **kwargs):
+        # --help and --version print while the context is made, outside `invoke`: a closed pipe
+        # there must not reach click's own handler, which exits 1
+        try:
+            return super().make_context(*args, **kwargs)
+        except OSError as e:
+            if _is_epipe(e):
+                raise PipeClosed() from None
+            raise
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        import logging
         import signal
 
+        # stderr carries one line on error and progress only when asked: matplotlib's own
+        # warnings (a config directory it cannot create under a read-only HOME) are not shown
+        logging.getLogger("matplotlib").setLevel(logging.ERROR)
+        _open_closed_stderr()
+        early = None
         if _stdout_closed():  # every command prints its result: refuse before doing anything
-            click.echo("error: stdout is closed; give the command somewhere to print", err=True)
+            early = "stdout is closed; give the command somewhere to print"
+        elif (bad := _not_utf8(sys.argv[1:] if args is None else args)) is not None:
+            early = (
+                f"the argument {os.fsencode(bad)!r} is not valid UTF-8 (run files record the "
+                "command line as UTF-8); give a name in UTF-8"
+            )
+        if early is not None:
+            click.echo(f"error: {early}", err=True)
             if standalone_mode:
                 sys.exit(EXIT_USAGE)
             return EXIT_USAGE
@@ -152,6 +220,13 @@ class ProbeCLI(click.Group):
             if _is_epipe(e):  # outside a command (click's own output, the last flush)
                 _silence_stdout()
                 code = EXIT_PIPE
+            elif _full(e):  # the environment refusing the output: exit 2, as a full disk is
+                _silence_stdout()
+                click.echo(
+                    f"error: cannot write to stdout: {e.strerror}; give it somewhere with room",
+                    err=True,
+                )
+                code = EXIT_USAGE
             else:
                 if os.environ.get("PROBES_DEBUG"):
                     traceback.print_exc()
@@ -167,6 +242,10 @@ class ProbeCLI(click.Group):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+class ProbeCLI(OneLineErrors, click.Group):
+    """The top-level group: every failure is one line on stderr and an exit code."""
 
 
 @click.group(cls=ProbeCLI, context_settings={"help_option_names": ["-h", "--help"]})

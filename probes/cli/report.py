@@ -22,13 +22,21 @@ def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
             run_json, summary = load_run(d)
         except RunDirError as e:
             raise BadInput(str(e)) from None
-        if summary is None or run_json.get("status") not in FINISHED:
+        if run_json.get("status") not in FINISHED:
             skipped.append(f"{d} ({status(d, run_json)})")
+            continue
+        if summary is None:  # finished by its run.json, yet its result is gone
+            skipped.append(
+                f"{d} (run.json says {run_json.get('status')}, but summary.json is missing)"
+            )
             continue
         summaries.append(summary)
         shown.append(d)
     if not summaries:
-        raise BadInput(f"no finished run among {', '.join(skipped)}; give a finished run")
+        raise BadInput(
+            f"no finished run among {', '.join(skipped)}; give the directory of a finished run "
+            "(its run.json and summary.json, as `probe run` leaves them)"
+        )
     if skipped:
         click.echo(f"skipped (not finished): {', '.join(skipped)}", err=True)
     run_dirs = tuple(shown)
@@ -57,7 +65,11 @@ def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
 @click.command("rerun")
 @click.argument("run_dir", type=click.Path())
 @click.option(
-    "--out", default=None, metavar="DIR", help="Where the new run goes. [default: as recorded]"
+    "--out",
+    default=None,
+    metavar="DIR",
+    help="Where the new run goes (never where run.json says: a run directory may come from "
+    "anyone). [default: results]",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--quiet", is_flag=True, help="No progress or logs on stderr.")

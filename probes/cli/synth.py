@@ -7,6 +7,7 @@ import json
 import click
 
 from probes.cli.errors import BadInput
+from probes.framework.params import number_type
 
 
 @click.group("synth", context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,9 +17,23 @@ def synth_group() -> None:
 
 @synth_group.command("show")
 @click.argument("edit")
-@click.option("--seed", default=0, show_default=True, help="Seed (probe namespace).")
-@click.option("--distance", default=48, show_default=True, help="Fact → answer distance in tokens.")
-@click.option("--length", type=int, default=None, help="Tokens of the query's document.")
+@click.option(
+    "--seed",
+    type=number_type(True, 0, 2**63 - 1),
+    default=0,
+    show_default=True,
+    help="Seed (probe namespace).",
+)
+@click.option(
+    "--distance",
+    type=number_type(True, 1),
+    default=48,
+    show_default=True,
+    help="Fact → answer distance in tokens.",
+)
+@click.option(
+    "--length", type=number_type(True, 1), default=None, help="Tokens of the query's document."
+)
 @click.option(
     "--same-length/--change-length",
     default=True,
@@ -173,14 +188,18 @@ def language_cmd(as_json: bool) -> None:
 
 
 @synth_group.command("stream")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--seed", type=number_type(True, 0, 2**63 - 1), default=0, show_default=True)
 @click.option(
-    "--rows", type=click.IntRange(1, 64), default=2, show_default=True, help="Batch rows to print."
+    "--rows",
+    type=number_type(True, 1, 64),
+    default=2,
+    show_default=True,
+    help="Batch rows to print.",
 )
-@click.option("--tgt-len", type=click.IntRange(1, 1024), default=64, show_default=True)
+@click.option("--tgt-len", type=number_type(True, 1, 1024), default=64, show_default=True)
 @click.option(
     "--batches",
-    type=click.IntRange(1, 64),
+    type=number_type(True, 1, 64),
     default=2,
     show_default=True,
     help="Consecutive batches per row.",

@@ -23,6 +23,8 @@ from typing import Any
 import click
 
 from probes.cli.errors import EXIT_CHECK, EXIT_INTERRUPT, BadInput
+from probes.framework.params import number_type
+from probes.limits import MAX_THREADS
 from probes.training.run import DEFAULT_OUT
 
 # Write failures that are this machine's state, not a bug: the disk is full, over quota or
@@ -45,14 +47,19 @@ _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
     type=click.Path(),
     help=f"Run directory (default: {DEFAULT_OUT}/PRESET).",
 )
-@click.option("--steps", default=None, type=int, help="Optimizer updates.")
+@click.option("--steps", default=None, type=number_type(True, 1), help="Optimizer updates.")
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its last checkpoint.")
 @click.option(
     "--device", default=None, type=click.Choice(["auto", "cpu", "cuda"]), help="Default: auto."
 )
 @click.option("--compile/--no-compile", "compile_", default=None, help="torch.compile the model.")
-@click.option("--seed", default=None, type=int)
-@click.option("--threads", default=None, type=int, help="torch CPU threads (0: torch's default).")
+@click.option("--seed", default=None, type=number_type(True, 0, 2**63 - 1))
+@click.option(
+    "--threads",
+    default=None,
+    type=number_type(True, 0, MAX_THREADS),
+    help="torch CPU threads (0: torch's default).",
+)
 @click.option(
     "--set",
     "overrides",
@@ -72,7 +79,7 @@ _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 @click.option(
     "--vocab-size",
     default=None,
-    type=int,
+    type=number_type(True, 1, 1 << 20),
     help="Tokens of the BPE trained on --text. [default: 2048]",
 )
 @click.option(

@@ -7,9 +7,12 @@ Imports nothing heavy at module level: `probe --help` stays instant."""
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from probes.cli.errors import EXIT_CHECK, BadInput
+from probes.framework.params import number_type
 from probes.training.compare import DEFAULT_ACC_TOL, DEFAULT_NLL_TOL
 
 HEADLINE_FIELDS = ("nll", "filler_nll", "filler_floor", "filler_entropy")
@@ -18,7 +21,7 @@ HEADLINE_FIELDS = ("nll", "filler_nll", "filler_floor", "filler_entropy")
 def tolerance_option(flag: str, default: float, what: str):
     return click.option(
         flag,
-        type=click.FloatRange(min=0),
+        type=number_type(False, 0),
         default=default,
         show_default=True,
         help=f"Largest |difference| of {what} at the last common evaluation.",
@@ -78,7 +81,11 @@ def _resolve(name: str) -> str:
 
 
 def _num(v: float | None, digits: int = 5) -> str:
-    return "-" if v is None else f"{v:.{digits}f}"
+    """A recorded value: fixed point where that stays short, else in exponent form (1e308 is
+    not 309 digits); '-' for none (null or non-finite)."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    return f"{v:.{digits}f}" if abs(v) < 1e6 else f"{v:.{digits - 1}e}"
 
 
 def _print(r) -> None:
@@ -96,7 +103,11 @@ def _print(r) -> None:
             ""
             if r.first_loss_diff_step is None
             else f"; first difference at step {r.first_loss_diff_step:,}, "
-            f"max |Δ| {r.max_loss_diff:.3g}"
+            + (
+                f"max |Δ| {r.max_loss_diff:.3g}"
+                if r.max_loss_diff is not None and math.isfinite(r.max_loss_diff)
+                else "a loss recorded on one side only (null or non-finite)"
+            )
         )
     )
     if not r.eval_steps_common:

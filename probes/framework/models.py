@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from probes.framework.probe import ProbeInputError
+from probes.limits import MAX_LAYERS, MAX_MEM, MAX_TGT_LEN, check_number
 
 PACKAGE_MODELS = Path(__file__).resolve().parent.parent / "models"
 DEFAULT_MODEL = "default"
@@ -23,7 +24,7 @@ def resolve_model_path(model: str | os.PathLike | None, option: str = "--model")
         model = DEFAULT_MODEL
     p = Path(model).expanduser()
     if p.exists():
-        return p
+        return check_model_files(p, f"{option} {str(model)!r}")
     shipped = PACKAGE_MODELS / str(model)
     if str(model) and "/" not in str(model) and shipped.exists():
         return shipped
@@ -36,6 +37,37 @@ def resolve_model_path(model: str | os.PathLike | None, option: str = "--model")
     raise ProbeInputError(
         f"{option} {str(model)!r} does not exist; give a checkpoint directory ({known})"
     )
+
+
+# The JSON files of a model directory that loaders read whole (a Transformer-XL checkpoint's, a
+# transformers directory's), each checked to be a regular file within its limit before any
+# loader opens it (txl.files).
+MODEL_JSON = {
+    "config.json": "json",
+    "tokenizer.json": "tokenizer",
+    "tokenizer_config.json": "json",
+    "special_tokens_map.json": "json",
+    "generation_config.json": "json",
+    "model.safetensors.index.json": "json",
+    "rng.json": "json",
+}
+
+
+def check_model_files(path: Path, label: str) -> Path:
+    """`path`, once every JSON file of it that a loader reads whole is a regular file within
+    its limit (ProbeInputError naming the file otherwise)."""
+    from txl import files
+
+    if not path.is_dir():
+        return path
+    for name, kind in MODEL_JSON.items():
+        f = path / name
+        if f.exists() or f.is_symlink():
+            try:
+                files.check_file(f, kind)
+            except files.FileRefused as e:
+                raise ProbeInputError(f"{label}: {e}") from None
+    return path
 
 
 def shipped_name(path: Path) -> str | None:
@@ -78,8 +110,6 @@ def carries_state(source: Any, evaluator: str | None) -> bool:
     default for one): no memory length applies to it, so a `--mem` given for the models beside
     it in `--models` leaves it at its own geometry (the summary lists it under
     `mem_not_applicable`)."""
-    import json
-
     from probes.adapters.hf_dir import RECURRENT, is_transformers_dir
 
     if evaluator not in (None, "state"):
@@ -88,8 +118,13 @@ def carries_state(source: Any, evaluator: str | None) -> bool:
         return getattr(source, "evaluator", None) == "state"
     if not is_transformers_dir(source):
         return False
-    config = json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
-    return config.get("model_type") in RECURRENT
+    from txl import files
+
+    try:
+        config = files.read_json(Path(source) / "config.json")
+    except files.FileRefused as e:
+        raise ProbeInputError(f"--model: {e}") from None
+    return isinstance(config, dict) and config.get("model_type") in RECURRENT
 
 
 def is_loss_model(model: Any) -> bool:
@@ -106,7 +141,7 @@ def model_source(model: str | os.PathLike, option: str = "--model") -> Any:
     if str(model).startswith("hf:"):
         from probes.adapters.hf_dir import ModelDirError, gguf_file, read_config
 
-        path = Path(str(model)[3:]).expanduser()
+        path = check_model_files(Path(str(model)[3:]).expanduser(), f"{option} {str(model)!r}")
         try:
             if gguf_file(path) is None:
                 read_config(path)
@@ -117,6 +152,7 @@ def model_source(model: str | os.PathLike, option: str = "--model") -> Any:
         from probes.adapters.planted import PlantedModel
 
         try:
+            check_planted_spec(str(model))
             return PlantedModel.from_spec(str(model))
         except ValueError as e:
             raise ProbeInputError(f"{option} {str(model)!r}: {e}") from None
@@ -129,6 +165,42 @@ def model_source(model: str | os.PathLike, option: str = "--model") -> Any:
     except ModelDirError as e:
         raise ProbeInputError(str(e).replace("--model", option, 1)) from None
     return path
+
+
+# The numeric fields of `--model planted:…` and their bounds (probes.limits.check_number, the
+# check of every numeric option): lengths as --tgt-len and --mem allow, a seed as --seed, losses
+# and effects finite and at most MAX_NATS, so that no sum of them overflows.
+MAX_NATS = 1e4
+PLANTED_BOUNDS: dict[str, tuple[bool, float | None, float | None]] = {
+    "tgt_len": (True, 1, MAX_TGT_LEN),
+    "mem_len": (True, 0, MAX_MEM),
+    "n_layer": (True, 1, MAX_LAYERS),
+    "boundary_len": (True, 1, MAX_TGT_LEN + MAX_MEM),
+    "seed": (True, 0, 2**63 - 1),
+    "base": (False, 0.0, MAX_NATS),
+    "sigma": (False, 0.0, MAX_NATS),
+    "boundary_nats": (False, 0.0, MAX_NATS),
+    "copy": (False, -MAX_NATS, MAX_NATS),
+    "quantum": (False, 0.0, MAX_NATS),
+}
+
+
+def check_planted_spec(spec: str) -> None:
+    """Refuse (ValueError, one line) a planted spec with a field given twice or a numeric field
+    that is not finite or out of its bounds (`PLANTED_BOUNDS`); unknown fields and the choices
+    are the planted model's own to check."""
+    seen: set[str] = set()
+    for item in filter(None, spec.split(":", 1)[1].split(",")):
+        key, _, text = item.partition("=")
+        if key in seen:
+            raise ValueError(f"planted model: {key} is given twice; give each field once")
+        seen.add(key)
+        if key in PLANTED_BOUNDS:
+            integer, lo, hi = PLANTED_BOUNDS[key]
+            try:
+                check_number(text, integer=integer, lo=lo, hi=hi)
+            except ValueError as e:
+                raise ValueError(f"planted model: {key}={e}") from None
 
 
 def split_models(text: str) -> list[str]:
@@ -176,25 +248,21 @@ def model_sources(cls: type, model: Any) -> list[Any]:
 
 def load_language(language: str | os.PathLike | None):
     """The synth language the probe writes its text in (default: Language.default())."""
-    import json
-
     from synth.language import Language
 
     if language is None:
         return Language.default()
+    from txl import files
+
     p = Path(language)
     if p.is_dir():
         p = p / "tokenizer.json"
-    if not p.is_file():
-        raise ProbeInputError(
-            f"--language {str(language)!r} does not exist; give a language JSON or a checkpoint"
-        )
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        data = files.read_json(p, "tokenizer")
+    except files.FileRefused as e:
         raise ProbeInputError(
-            f"--language {str(language)!r} is not a JSON file ({e}); give a language JSON "
-            "(`Language.to_json()`, a checkpoint's tokenizer.json) or a checkpoint directory"
+            f"--language: {e} (a language JSON, `Language.to_json()`, a checkpoint's "
+            "tokenizer.json, or a checkpoint directory)"
         ) from None
     if not isinstance(data, dict):
         raise ProbeInputError(
@@ -226,6 +294,27 @@ def check_language(lm: Any, lang: Any, where: str, tokenizer: bool = True) -> No
         )
 
 
+def check_object_options(lm: Any, evaluator, device, dtype, sinks, cache) -> None:
+    """Refuse (one line) an option that a LossModel object (a planted model, one built in
+    Python) would ignore: it scores as it was built, and run.json must not record an evaluator,
+    a precision or a device that did not score it."""
+    info = lm.info
+    given = [
+        ("--cache", cache, cache is None),
+        ("--sinks", sinks, sinks is None),
+        ("--evaluator", evaluator, evaluator in (None, info.evaluator)),
+        # float32 is the option's default: what every model that has a choice is scored in
+        ("--dtype", dtype, dtype in ("float32", info.dtype)),
+        ("--device", device, device in ("auto", info.device or "cpu")),
+    ]
+    for flag, value, applies in given:
+        if not applies:
+            raise ProbeInputError(
+                f"{flag} {value} does not apply to the model object {info.id!r}: it scores as "
+                f"it was built (evaluator {info.evaluator}, {info.dtype}); drop {flag}"
+            )
+
+
 class ModelCache:
     """Checkpoints loaded as LossModels, each once per (path, evaluator, device, dtype): `probe
     diagnose` prepares seven probes on one model and loads it once."""
@@ -249,11 +338,7 @@ class ModelCache:
         anything else to probes.adapters.txl; `evaluator` None is the adapter's default;
         `cache` (kv | hidden | auto; None: auto) is the Transformer-XL cached evaluator's."""
         if not isinstance(source, Path):
-            if cache is not None:
-                raise ProbeInputError(
-                    f"--cache {cache} applies to a Transformer-XL checkpoint given by path; the "
-                    f"model object {source.info.id!r} scores as it was built: drop --cache"
-                )
+            check_object_options(source, evaluator, device, dtype, sinks, cache)
             return source  # a LossModel object
         key = (str(source.resolve()), evaluator, device, dtype, sinks, cache)
         if key not in self._loaded:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from probes.framework.params import argv as params_argv
 from probes.framework.params import build, click_options, param
-from probes.limits import MAX_CLAMP_LEN, MAX_MEM, MAX_N, MAX_TGT_LEN
+from probes.limits import MAX_CLAMP_LEN, MAX_MEM, MAX_N, MAX_TGT_LEN, MAX_THREADS
 
 
 def _empty_out() -> None:
@@ -73,7 +73,9 @@ class RunOptions:
         alias="-n",  # under torchrun: its parser takes --n for an abbreviation of its own --nnodes
         help="Pairs per bin / grid cell (also -n). [default: the probe's]",
     )
-    seed: int = param(0, min=0, metavar="N", show_default=True, help="Seed of the pairs.")
+    seed: int = param(
+        0, min=0, max=2**63 - 1, metavar="N", show_default=True, help="Seed of the pairs."
+    )
     device: Literal["auto", "cpu", "cuda"] = param(
         "auto", show_default=True, help="Where the model runs."
     )
@@ -91,6 +93,7 @@ class RunOptions:
     sinks: int | None = param(
         None,
         min=0,
+        max=MAX_MEM,
         metavar="K",
         help="First tokens kept in the cache by --evaluator sinks. [default: 4]",
     )
@@ -108,6 +111,7 @@ class RunOptions:
     threads: int | None = param(
         None,
         min=1,
+        max=MAX_THREADS,
         metavar="N",
         help="CPU threads. [default: the cores this process may use, less those other "
         "processes keep busy]",
@@ -170,6 +174,7 @@ class RunOptions:
     min_effect: float | None = param(
         None,
         min=0.0,
+        max=1e6,
         metavar="X",
         help="The minimum effect of interest, in the unit of the probe's delta: a bin is "
         "significant only beyond it, negligible when its 95% CI lies inside ±X. "

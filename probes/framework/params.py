@@ -25,6 +25,8 @@ import typing
 from collections.abc import Callable, Collection
 from typing import Any, Literal, get_args, get_origin
 
+from probes.limits import check_number
+
 
 class ParamError(ValueError):
     """A parameter value that cannot be used; the message is one line."""
@@ -117,25 +119,14 @@ def _check_value(field: dataclasses.Field, kind: Any, value: Any) -> Any:
         if not isinstance(value, bool):
             raise ParamError(f"{opt}: expected true/false, got {value!r}")
         return value
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            try:
-                value = int(str(value), 10)
-            except ValueError:
-                raise ParamError(f"{opt}: {value!r} is not an integer") from None
-    elif kind is float:
+    meta = field.metadata
+    if kind is int or kind is float:
         try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise ParamError(f"{opt}: {value!r} is not a number") from None
+            value = check_number(value, integer=kind is int, lo=meta.get("min"), hi=meta.get("max"))
+        except ValueError as e:
+            raise ParamError(f"{opt}: {e}") from None
     elif kind is str:
         value = str(value)
-    meta = field.metadata
-    lo, hi = meta.get("min"), meta.get("max")
-    if lo is not None and value < lo:
-        raise ParamError(f"{opt}: {value!r} is below the minimum {lo}")
-    if hi is not None and value > hi:
-        raise ParamError(f"{opt}: {value!r} is above the maximum {hi}")
     check = meta.get("check")
     if check is not None:
         try:
@@ -229,10 +220,8 @@ def click_options(
             continue
         if get_origin(kind) is Literal:
             click_type: Any = click.Choice([str(c) for c in get_args(kind)])
-        elif kind is int:
-            click_type = click.IntRange(min=meta.get("min"), max=meta.get("max"))
-        elif kind is float:
-            click_type = click.FloatRange(min=meta.get("min"), max=meta.get("max"))
+        elif kind is int or kind is float:
+            click_type = number_type(kind is int, meta.get("min"), meta.get("max"))
         else:
             click_type = click.STRING
         check = meta.get("check")
@@ -268,3 +257,20 @@ def click_options(
             )
         )
     return options
+
+
+def number_type(integer: bool, lo: float | None = None, hi: float | None = None):
+    """A click type for a number that `check_number` validates: the same bounds and message in
+    the CLI as from Python (click's FloatRange lets NaN through)."""
+    import click
+
+    class Number(click.ParamType):
+        name = "integer" if integer else "number"
+
+        def convert(self, value, param, ctx):
+            try:
+                return check_number(value, integer=integer, lo=lo, hi=hi)
+            except ValueError as e:
+                self.fail(str(e), param, ctx)
+
+    return Number()

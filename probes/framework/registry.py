@@ -107,7 +107,9 @@ def _decorator_spec(node: ast.ClassDef) -> tuple[str, int, int | None] | None:
 
 def scan_file(path: Path, module: str | None = None) -> list[Entry]:
     """The probes a file declares, read without importing it."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    from txl import files
+
+    tree = ast.parse(files.read_text(path, "source"), filename=str(path))
     entries = []
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):

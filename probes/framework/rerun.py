@@ -9,6 +9,10 @@ thread count or BLAS), or "differ". A changed model file (sha256), probe version
 generator version or package version is noted, since any of them explains a difference; runs
 of another version are still compared, never refused.
 
+The new run goes where the command line says (`out`), else under `results/` of the working
+directory — never where run.json's `options.out` says: a run directory may come from anyone, and
+the directory it names is not the user's choice.
+
 A run recorded on another machine names its model either as a shipped model (`default`: found
 in this installation) or by an absolute path; a path that does not exist here is mapped to the
 shipped model whose weights have the recorded sha256 (and noted), else the rerun is refused.
@@ -66,8 +70,10 @@ def rerun(
     Raises ProbeInputError (one line) for a directory that cannot be repeated. A run.json that
     names a probe file (`path/to/file.py:Class`) is refused unless `allow_file_probes`: importing
     it runs its code, and a run directory may come from anyone."""
+    from probes.framework.options import RunOptions
     from probes.framework.probe import ProbeInputError
 
+    out = RunOptions.out if out is None else out  # never run.json's: it may come from anyone
     record, original = load_run(run_dir)
     if original is None or record.get("status") not in FINISHED:
         raise ProbeInputError(
@@ -83,8 +89,7 @@ def rerun(
         check_shape(Path(run_dir) / "run.json", record, {"options": dict})
         kwargs = dict(record["options"])
         kwargs.update(_recorded_cache(record))
-        if out is not None:
-            kwargs["out"] = out
+        kwargs["out"] = out
         if "models" in kwargs:  # `probe diagnose --models`: run.json's `models` are their infos
             models = _local_models(kwargs.pop("models"), {"group": record.get("models")})
             new = diagnose_models(models, progress=progress, argv=argv, **kwargs)
@@ -108,8 +113,7 @@ def rerun(
                 f"{str(run_dir)!r}: run.json names the probe file {spec!r}; rerun imports a file "
                 "(and runs its code) only with --allow-file-probes"
             )
-        if out is not None:
-            kwargs["out"] = out
+        kwargs["out"] = out
         summary = run(spec, progress=progress, argv=argv, **kwargs)
         new = summary.to_dict()
         passed = summary.passed

@@ -68,7 +68,11 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """A run file (run.json, summary.json): a regular file within the JSON limit, then parsed
+    (txl.files; FileRefused, one line, otherwise)."""
+    from txl import files
+
+    return files.read_json(path)
 
 
 def safe_id(text: str) -> str:
@@ -274,8 +278,14 @@ def check_nested(file: Path, data: dict, key: str, kind: type) -> None:
 def load_run(path: Path) -> tuple[dict, dict | None]:
     """(run.json, summary.json or None if the run did not finish) of a run directory; a file
     that is not what `probe run` / `probe diagnose` writes is refused (RunDirError, one line)."""
+    from txl.files import FileRefused
+
     path = Path(path)
-    if not (path / "run.json").is_file():
+
+    def there(name: str) -> bool:  # a FIFO or a device is there too: the read refuses it
+        return (path / name).exists() or (path / name).is_symlink()
+
+    if not there("run.json"):
         raise RunDirError(
             f"{str(path)!r} is not a run directory (no run.json); give results/<probe>/<model>/<run>"
         )
@@ -283,14 +293,11 @@ def load_run(path: Path) -> tuple[dict, dict | None]:
     def read(name: str):
         try:
             return read_json(path / name)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise RunDirError(
-                f"{str(path / name)!r} is not readable JSON ({e}); expected the file `probe run` "
-                "writes"
-            ) from None
+        except FileRefused as e:
+            raise RunDirError(f"{e}; expected the file `probe run` writes") from None
 
     run = read("run.json")
-    summary = read("summary.json") if (path / "summary.json").is_file() else None
+    summary = read("summary.json") if there("summary.json") else None
     check_shape(path / "run.json", run, {"schema_version": int})
     if run.get("schema_version") != SCHEMA_VERSION:
         raise RunDirError(
@@ -312,11 +319,13 @@ def load_run(path: Path) -> tuple[dict, dict | None]:
 
 
 def load_samples(path: Path) -> list[dict]:
+    from txl import files
+
     file = Path(path) / "samples.jsonl"
     if not file.is_file():
         return []
     out = []
-    for line in file.read_text(encoding="utf-8").splitlines():
+    for line in files.read_text(file, "metrics").splitlines():
         if line.strip():
             try:
                 out.append(json.loads(line))

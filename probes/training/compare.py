@@ -59,7 +59,7 @@ def metrics_path(path: str | os.PathLike) -> Path:
     p = Path(path)
     if p.is_dir():
         p = p / METRICS_FILE
-    if not p.is_file():
+    if not (p.exists() or p.is_symlink()) or p.is_dir():  # a FIFO or device: the read says so
         raise RunMetricsError(
             f"no {METRICS_FILE} at {path}; expected a training run directory, a model directory "
             f"or a {METRICS_FILE} file"
@@ -69,11 +69,14 @@ def metrics_path(path: str | os.PathLike) -> Path:
 
 def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The records of a metrics.jsonl that carry a step (a line cut short by a kill is skipped)."""
+    from txl.files import FileRefused
     from txl.metrics_log import MetricsLog
 
     p = metrics_path(path)
     try:
         records = [r for r in MetricsLog(p).records() if isinstance(r, dict)]
+    except FileRefused as e:  # not a regular file, too large, not UTF-8
+        raise RunMetricsError(str(e)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise RunMetricsError(f"cannot read {p}: {e}; expected a UTF-8 {METRICS_FILE}") from None
     except ValueError as e:  # a compact log's packed columns do not decode
@@ -103,10 +106,12 @@ def field_kind(name: str) -> str:
 
 
 def _number(value: Any) -> float | None:
-    """A loss as a float; None for null or anything that is not a number."""
+    """A loss as a float; None for null, a non-finite number (the project's one NaN policy,
+    txl.io.json_safe: a non-finite value is "no value", as a run writes it) or anything that is
+    not a number."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    return float(value) if math.isfinite(value) else None
 
 
 def _bucket_label(item: Mapping[str, Any], index: int) -> str:
@@ -117,7 +122,8 @@ def _bucket_label(item: Mapping[str, Any], index: int) -> str:
 
 def flatten(record: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float | None]]:
     """(name, value) for every number of an evaluation record; None stands for a recorded
-    non-finite or missing value (JSON null). Strings and timings are left out."""
+    non-finite or missing value (JSON null, or a NaN a hand-written log holds). Strings and
+    timings are left out."""
     for key, value in record.items():
         if key in TIMING_KEYS or key in ("kind", "step"):
             continue
@@ -129,11 +135,11 @@ def flatten(record: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
                 if isinstance(item, Mapping):
                     yield from flatten(item, f"{name}[{_bucket_label(item, i)}].")
                 elif isinstance(item, int | float) or item is None:
-                    yield f"{name}[{i}]", None if item is None else float(item)
+                    yield f"{name}[{i}]", _number(item)
         elif isinstance(value, bool):
             yield name, float(value)
         elif isinstance(value, int | float) or value is None:
-            yield name, None if value is None else float(value)
+            yield name, _number(value)
 
 
 @dataclass(frozen=True)

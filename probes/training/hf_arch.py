@@ -236,6 +236,7 @@ class HFArchitecture:
     def load(self, path, device) -> LoadedCheckpoint:
         from transformers import AutoModelForCausalLM
 
+        from txl import files
         from txl.checkpoint import CheckpointError
 
         p = Path(path)
@@ -245,8 +246,8 @@ class HFArchitecture:
             )
             state = p / "train_state.pt"
             train_state = torch.load(state, weights_only=True) if state.exists() else None
-            rng = json.loads((p / "rng.json").read_text()) if (p / "rng.json").exists() else None
-            training = json.loads((p / TRAINING_FILE).read_text(encoding="utf-8"))
+            rng = files.read_json(p / "rng.json") if (p / "rng.json").exists() else None
+            training = files.read_json(p / TRAINING_FILE)
         except Exception as e:  # any damage means: not resumable from here
             msg = " ".join(str(e).split())[:200]
             raise CheckpointError(f"{p} cannot be loaded ({type(e).__name__}: {msg})") from None

@@ -10,9 +10,16 @@ leading space) can be built and cut at word boundaries exactly (`synth.text.rend
 space every document is opened by `<eod>`, as in the synthetic language.
 
 Bad input is a `CorpusError` whose one line names the file and what is wrong with it: missing,
-binary (a NUL byte), not UTF-8 (with the byte offset), or empty (no words). Sizes are checked
+binary (a NUL byte), not UTF-8 (with the byte offset), empty (no words), or holding a "word"
+longer than `MAX_WORD_CHARS` (data, not prose). Sizes are checked
 before anything is read: `corpus_files` lists the files with their sizes, and `read_corpus`
 refuses more than `MAX_CORPUS_BYTES`.
+
+The bytes come from `read` (a function of a path), which a caller reading user input gives:
+`probes` passes the project's bounded reader (txl.files: a regular file within its size, a FIFO
+or a device refused for what it is), which synth may not import. A path given by name that is
+neither a directory nor missing (a FIFO, `/dev/zero`) is listed and left to `read` to refuse;
+under a directory only regular files are taken. Without `read`, files are read whole.
 """
 
 from __future__ import annotations
@@ -20,13 +27,19 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 MAX_CORPUS_BYTES = 1 << 30  # 1 GiB of text: beyond it, shard the corpus or train elsewhere
+# The longest run of characters without a space a text may hold: longer than any word of prose
+# (a long URL is a few hundred). A longer run is data (base64, a minified file), and one piece of
+# megabytes stalls a BPE's merges or panics the tokenizer's regular expression.
+MAX_WORD_CHARS = 4096
+_LONG_WORD = re.compile(rf"(?<!\S)\S{{{MAX_WORD_CHARS + 1}}}")  # tried at word starts only
 PER = ("file", "paragraph")
 _BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
+Reader = Callable[[Path], bytes]  # a file's bytes; ValueError or OSError when it is refused
 
 
 class CorpusError(ValueError):
@@ -91,6 +104,8 @@ def corpus_files(paths: Sequence[str | os.PathLike]) -> list[tuple[Path, int]]:
             out += [(f, f.stat().st_size) for f in found]
         elif p.is_file():
             out.append((p, p.stat().st_size))
+        elif p.exists():  # a FIFO, a device: `read` says what it is (its size means nothing)
+            out.append((p, 0))
         else:
             raise CorpusError(
                 f"{str(given)!r} does not exist; give UTF-8 text files or directories"
@@ -104,15 +119,17 @@ def corpus_files(paths: Sequence[str | os.PathLike]) -> list[tuple[Path, int]]:
     return out
 
 
-def read_file(path: Path) -> str:
-    """A file's text (a leading byte-order mark dropped); CorpusError naming it when it is
-    binary, not UTF-8 or empty."""
+def read_file(path: Path, read: Reader | None = None) -> str:
+    """A file's text (a leading byte-order mark dropped); CorpusError naming it when `read`
+    refuses it, or it is binary, not UTF-8 or empty."""
     try:
-        data = path.read_bytes()
+        data = (read or Path.read_bytes)(path)
     except OSError as e:
         raise CorpusError(
             f"{str(path)!r} cannot be read ({e.strerror}); check its permissions"
         ) from None
+    except ValueError as e:  # refused by the caller's reader: its own one line
+        raise CorpusError(str(e)) from None
     if b"\x00" in data:
         at = data.index(b"\x00")
         raise CorpusError(
@@ -126,6 +143,12 @@ def read_file(path: Path) -> str:
         ) from None
     if not text.split():
         raise CorpusError(f"{str(path)!r} is empty (no words); remove it or add text")
+    long = _LONG_WORD.search(text)
+    if long is not None:
+        raise CorpusError(
+            f"{str(path)!r} holds more than {MAX_WORD_CHARS:,} characters without a space (from "
+            f"character {long.start():,}): not prose; remove that part or give text files"
+        )
     return text
 
 
@@ -138,12 +161,14 @@ def split_documents(text: str, source: str, per: str) -> list[Document]:
     return [Document(t, f"{source}#{i}") for i, t in enumerate((t for t in docs if t), start=1)]
 
 
-def read_corpus(paths: Sequence[str | os.PathLike], per: str = "file") -> Corpus:
-    """The documents of every file the paths name (see module docstring)."""
+def read_corpus(
+    paths: Sequence[str | os.PathLike], per: str = "file", read: Reader | None = None
+) -> Corpus:
+    """The documents of every file the paths name, each read with `read` (module docstring)."""
     if per not in PER:
         raise CorpusError(f"documents per {per!r}: use {' or '.join(PER)}")
     files = corpus_files(paths)
     docs: list[Document] = []
     for path, _ in files:
-        docs += split_documents(read_file(path), str(path), per)
+        docs += split_documents(read_file(path, read), str(path), per)
     return Corpus(tuple(docs), tuple(str(p) for p, _ in files), per)

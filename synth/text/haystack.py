@@ -60,9 +60,7 @@ class Haystack:
             starts.append(len(words))
         if not words:
             raise HaystackError("the haystack holds no words")
-        lengths = np.fromiter(
-            (len(ids) for ids in tokenizer.encode_pieces(words)), dtype=np.int64, count=len(words)
-        )
+        lengths = tokenizer.piece_lengths(words)
         vocabulary = frozenset().union(*(words_of(d.text) for d in corpus.documents))
         return cls(
             tuple(words),

@@ -42,9 +42,8 @@ class TokenizedDocs:
         parts, starts, cuts = [], [0], []
         for text in texts:
             words = [" " + w for w in text.split(" ") if w]
-            ids = tokenizer.encode_pieces(words)
-            lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-            parts.append(np.concatenate(ids).astype(np.int32) if ids else np.zeros(0, np.int32))
+            flat, lengths = tokenizer.encode_flat(words)  # in chunks: Encodings are heavy
+            parts.append(flat)
             starts.append(starts[-1] + int(lengths.sum()))
             cuts.append(np.concatenate([[0], np.cumsum(lengths)]))
         tokens = np.concatenate(parts) if parts else np.zeros(0, np.int32)

@@ -18,7 +18,9 @@ token the model directory names (tokenizer_config.json, special_tokens_map.json 
 `separator_from_dir`), else its eos token, when it is in the vocabulary, else `<eod>` (every BPE
 trained here has it, and names neither).
 
-`tokenizers` is imported only when a tokenizer is built (`pip install -e .[text]`).
+`tokenizers` is imported only when a tokenizer is built (`pip install -e .[text]`). The files
+are read with the caller's `read` (a function of a path returning bytes; see synth.text.corpus):
+`probes` passes its bounded reader, so a FIFO or an oversized file is refused, never read.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,24 +125,34 @@ class TextTokenizer:
 
     @classmethod
     def from_path(
-        cls, path: str | os.PathLike, separator: str | Sequence[str | None] | None = None
+        cls,
+        path: str | os.PathLike,
+        read: Callable[[Path], bytes] | None = None,
+        separator: str | Sequence[str | None] | None = None,
     ) -> TextTokenizer:
-        """A tokenizer.json file, or a directory holding one (its separator: the first of
-        `separator` in its vocabulary, by default from the files beside it)."""
+        """A tokenizer.json file, or a directory holding one, read with `read` (module
+        docstring); its separator: the first of `separator` in its vocabulary, by default from
+        the files beside it."""
         p = Path(path)
         file = p / "tokenizer.json" if p.is_dir() else p
-        if not file.is_file():
+        if not (file.exists() or file.is_symlink()) or file.is_dir():
             raise TokenizerError(f"{str(path)!r} holds no tokenizer.json")
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
+            raw = (read or Path.read_bytes)(file)
+        except OSError as e:
+            raise TokenizerError(f"{str(file)!r} cannot be read ({e.strerror})") from None
+        except ValueError as e:  # the reader's refusal (a FIFO, too large): its own one line
+            raise TokenizerError(str(e)) from None
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except ValueError as e:  # not UTF-8, not JSON
             raise TokenizerError(f"{str(file)!r} is not readable JSON ({e})") from None
         kind = tokenizer_kind(data)
         if kind != "tokenizers":
             what = "a synth language" if kind == "synth" else "not a tokenizer JSON"
             raise TokenizerError(f"{str(file)!r} is {what}, not a tokenizers-format tokenizer")
         if separator is None:
-            named = special_tokens_from_dir(file.parent)
+            named = special_tokens_from_dir(file.parent, read)
             separator = [named["bos"], named["eos"]]
         return cls(data, separator)
 
@@ -187,6 +199,25 @@ class TextTokenizer:
         encs = self._tok.encode_batch(list(pieces), add_special_tokens=False)
         return [np.asarray(e.ids, dtype=np.int64) for e in encs]
 
+    def encode_flat(
+        self, pieces: Sequence[str], chunk: int = 4096
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(every piece's ids concatenated, int32; the number of tokens of each piece, int64),
+        each piece tokenized on its own, `chunk` pieces at a time: a tokenizers Encoding weighs
+        about a kilobyte, so the million pieces of a 10 MB text encoded at once held gigabytes
+        only to be concatenated or counted."""
+        chunks: list[np.ndarray] = []  # one array per chunk, not one per piece
+        lengths = np.empty(len(pieces), dtype=np.int64)
+        for lo in range(0, len(pieces), chunk):
+            encs = self._tok.encode_batch(list(pieces[lo : lo + chunk]), add_special_tokens=False)
+            lengths[lo : lo + len(encs)] = [len(e.ids) for e in encs]
+            chunks.append(np.fromiter((i for e in encs for i in e.ids), dtype=np.int32))
+        return (np.concatenate(chunks) if chunks else np.zeros(0, np.int32)), lengths
+
+    def piece_lengths(self, pieces: Sequence[str]) -> np.ndarray:
+        """The number of tokens of each piece on its own (`encode_flat`'s lengths)."""
+        return self.encode_flat(pieces)[1]
+
     def decode(self, ids: Iterable[int]) -> str:
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
 
@@ -228,23 +259,30 @@ def _special(value: Any) -> str | None:
     return None
 
 
-def separator_from_dir(directory: str | os.PathLike) -> str | None:
+def separator_from_dir(
+    directory: str | os.PathLike, read_bytes: Callable[[Path], bytes] | None = None
+) -> str | None:
     """The token that opens a document of a model directory: the bos token it names, else its
     eos token (`special_tokens_from_dir`)."""
-    named = special_tokens_from_dir(directory)
+    named = special_tokens_from_dir(directory, read_bytes)
     return named["bos"] or named["eos"]
 
 
-def special_tokens_from_dir(directory: str | os.PathLike) -> dict[str, str | None]:
+def special_tokens_from_dir(
+    directory: str | os.PathLike, read_bytes: Callable[[Path], bytes] | None = None
+) -> dict[str, str | None]:
     """The bos and eos tokens a model directory names (None where it names none):
     tokenizer_config.json, special_tokens_map.json, then config.json's bos/eos_token_id read in
-    tokenizer.json."""
+    tokenizer.json; each file read with `read_bytes` (module docstring), one it refuses taken as
+    absent."""
     d = Path(directory)
     found: dict[str, str | None] = {"bos": None, "eos": None}
 
     def read(name: str) -> dict:
+        if not (d / name).exists():
+            return {}
         try:
-            data = json.loads((d / name).read_text(encoding="utf-8"))
+            data = json.loads((read_bytes or Path.read_bytes)(d / name).decode("utf-8"))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
