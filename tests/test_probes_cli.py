@@ -54,7 +54,9 @@ def test_table_and_verdict_on_stdout_progress_only_on_stderr(model, tmp_path, mo
 
     real_init = probes.framework.progress.Progress.__init__
     monkeypatch.setattr(
-        probes.framework.progress.Progress, "__init__", lambda self, enabled: real_init(self, True)
+        probes.framework.progress.Progress,
+        "__init__",
+        lambda self, enabled, live=None: real_init(self, True, live=True),
     )  # as if stderr were a terminal
     r = invoke(
         [

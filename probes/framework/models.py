@@ -179,7 +179,7 @@ PLANTED_BOUNDS: dict[str, tuple[bool, float | None, float | None]] = {
     "seed": (True, 0, 2**63 - 1),
     "base": (False, 0.0, MAX_NATS),
     "sigma": (False, 0.0, MAX_NATS),
-    "boundary_nats": (False, 0.0, MAX_NATS),
+    "boundary_nats": (False, -MAX_NATS, MAX_NATS),  # < 0: segment starts made easier
     "copy": (False, -MAX_NATS, MAX_NATS),
     "quantum": (False, 0.0, MAX_NATS),
 }
