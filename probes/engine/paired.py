@@ -221,7 +221,7 @@ class PairedProbe(Probe):
             return np.array(
                 [
                     not hz.within_reach(int(t), end, s)
-                    and not any(hz.is_sink(p, s) for p in range(first, end + 1))
+                    and not (hz.sinks and any(hz.is_sink(p, s) for p in range(first, end + 1)))
                     for t, s in zip(targets, starts_of[targets - 1], strict=True)
                 ],
                 dtype=bool,
