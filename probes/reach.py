@@ -265,13 +265,20 @@ def classify(distance: int, direct: int, reach: int) -> str:
 
 
 def label_bin(
-    distances: Sequence[int], directs: Sequence[int], reaches: Sequence[int]
+    distances: Sequence[int],
+    directs: Sequence[int],
+    reaches: Sequence[int],
+    labels: Sequence[str] | None = None,
 ) -> dict | None:
-    """A bin's reach label from its tokens (see module docstring); None for an empty bin."""
-    labels = [
-        classify(int(d), int(w), int(r))
-        for d, w, r in zip(distances, directs, reaches, strict=True)
-    ]
+    """A bin's reach label from its tokens (see module docstring); None for an empty bin.
+    `labels`: the tokens' own labels where they were given by position (`Horizon.label`: a
+    fact among the sinks), else each is classified from its distance."""
+    if labels is None:
+        labels = [
+            classify(int(d), int(w), int(r))
+            for d, w, r in zip(distances, directs, reaches, strict=True)
+        ]
+    labels = [str(x) for x in labels]
     if not labels:
         return None
     counts = Counter(labels)

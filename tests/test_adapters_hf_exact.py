@@ -154,3 +154,55 @@ def test_the_window_evaluators_memory_estimate_covers_its_forwards(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     measured, estimate = (int(x) for x in out.stdout.split())
     assert measured <= estimate + 32 * 2**20, (measured, estimate)
+
+
+def test_a_fork_born_where_its_parent_stops_scoring_starts_from_the_parents_cache(root):
+    """A parent whose scored tokens end at its fork's segment still lends its cache there."""
+    m = hf_load.load(root / "llama", evaluator="stream")
+    tokens, docs, _ = rows(n=40, b=1, seed=5)
+    two = np.repeat(tokens, 2, 0)
+    two[1, 25:] = (two[1, 25:] + 1) % V
+    scored = np.zeros_like(two, dtype=bool)
+    scored[0, 1:17] = True
+    scored[1, 21:39] = True
+    g = Geometry(tgt_len=8, mem_len=16, clamp_len=None, reset=False)
+    d2 = np.repeat(docs, 2, 0)
+    forked = m.score_shared(two, d2, scored, g, parent=np.array([-1, 0]), shared=np.array([0, 20]))
+    assert np.array_equal(forked.nll, m.score(two, d2, scored, g).nll, equal_nan=True)
+
+
+def test_float64_on_a_recurrent_model_is_float64_or_refused(root):
+    """transformers' Mamba casts its logits to float32 whatever its weights: float64 there
+    would be float32 in disguise, so it is refused; RWKV keeps float64."""
+    from probes.adapters.txl import AdapterError
+
+    with pytest.raises(AdapterError, match="returns float32 logits"):
+        hf_load.load(root / "mamba", evaluator="state", dtype="float64")
+    m = hf_load.load(root / "rwkv", evaluator="state", dtype="float64")
+    tokens, docs, scored = rows(n=20, b=1)
+    values = m.score(tokens, docs, scored, Geometry(8, 0, clamp_len=None)).nll[0, 1:]
+    assert (values.astype(np.float32).astype(np.float64) != values).any()
+
+
+def test_full_on_a_long_context_model_is_not_refused_for_its_position_table(tmp_path):
+    d = tiny_transformers(tmp_path / "m", "llama", max_positions=131072)
+    r = CliRunner().invoke(
+        cli,
+        ["run", "fact-swap", "--model", str(d), "--evaluator", "full", "--n", "1", "--mem", "0",
+         "--tgt-len", "8", "--distance", "8-16", "--json", "--out", str(tmp_path / "o")],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+
+
+def test_a_bin_whose_facts_sit_among_the_sinks_is_not_labelled_beyond(root, tmp_path):
+    r = CliRunner().invoke(
+        cli,
+        ["run", "fact-swap", "--model", str(root / "llama"), "--evaluator", "sinks", "--sinks",
+         "64", "--mem", "8", "--tgt-len", "8", "--distance", "60-70", "--lead", "1-8", "--n",
+         "2", "--json", "--out", str(tmp_path)],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    import json
+
+    b = json.loads(r.output)["bins"][0]
+    assert b["reach"] == "direct", b

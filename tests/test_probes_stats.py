@@ -156,3 +156,13 @@ def test_quick_bins_cannot_be_significant_whatever_their_deltas():
     assert all(b["verdict"] == "inconclusive" and b["can_be_significant"] is False for b in bins)
     assert can_be_significant([24, 24, 24, 24]) == [True] * 4
     assert grouped([np.full(24, 5.0) + np.arange(24) * 0.1], 0.05)[0]["verdict"] == "significant"
+
+
+def test_a_bin_that_no_holm_step_lets_through_cannot_be_significant():
+    from probes.stats import can_be_significant, grouped
+
+    # 8 pairs reach 2/256; the 6-pair bins need 3 · 2/64 = 0.094 at Holm's second step at best
+    assert can_be_significant([8, 6, 6, 6]) == [True, False, False, False]
+    bins = grouped([np.arange(1, 9) * 1.0] + [np.arange(1, 7) * 1.0] * 3, margin=0.05)
+    assert [b["can_be_significant"] for b in bins] == [True, False, False, False]
+    assert all(b["verdict"] != "significant" for b in bins[1:])

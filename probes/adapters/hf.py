@@ -192,7 +192,7 @@ class HFModel(HFBase):
         """tgt_len 64 and a cache that fits the model: mem + tgt_len within its positions (and
         2,048) where positions are rotary; with learned absolute positions a row's positions
         continue through the cache, so the layered reach of n layers must fit too:
-        (n + 1)·(mem + tgt) + tgt within the table."""
+        (n + 2)·(mem + tgt) + tgt within the table."""
         limit = self.max_positions or 1024
         tgt = min(DEFAULT_TGT_LEN, limit)
         if self.rotary or self.evaluator == "window":
@@ -237,15 +237,13 @@ class HFModel(HFBase):
 
     def row_bytes(self, geometry: Geometry) -> int:
         """Bytes one forward needs at `geometry` (an estimate, checked before a run starts): the
-        queries it really forwards (`window`: all W = mem + tgt; `full`: a row up to the
-        model's positions; else tgt_len) against their keys — one layer's attention scores,
+        queries it really forwards (`window`: all W = mem + tgt; `full`: a row of mem + tgt
+        tokens, what its default geometry holds; else tgt_len) against their keys — one layer's attention scores,
         hidden states and feed-forward, the KV cache of every layer — and one output call."""
         c = self.config
         T, M = geometry.tgt_len, geometry.mem_len
-        if self.evaluator == "window":
+        if self.evaluator in ("window", "full"):  # full: a row of mem + tgt_len tokens
             queries = keys = M + T
-        elif self.evaluator == "full":
-            queries = keys = self.max_positions or (M + T)
         else:
             queries, keys = T, M + T + self.sinks
         d = int(getattr(c, "hidden_size", 256))
@@ -316,8 +314,11 @@ class HFModel(HFBase):
         """Last hidden states (L, d) of ONE row: `ids`, `pos` (L,), `visible` a (L, K) bool
         array with K = cached + L keys, or a dict of them by attention kind (a hybrid model);
         and the cache after it. One row per call: a row's results then depend on its own inputs
-        and the call's shape only, never on the other rows of a batch (a multi-threaded CPU
-        matrix product may round a row differently at another row index)."""
+        and the call's shapes only, not on where it sits in a batch (a multi-threaded CPU matrix
+        product may round a row differently at another row index). The shapes are the call's:
+        under `sinks` with reset the cache keeps every row's document sinks, so a row scored
+        beside rows with other boundaries may differ in rounding (base and variant share a call
+        and their boundaries, so their zeros stay exact)."""
         dev = self.device
         if isinstance(visible, dict):
             mask = {kind: self._mask(v) for kind, v in visible.items()}
@@ -495,7 +496,7 @@ class HFModel(HFBase):
             keep = (k >= e - M) | sink[:, k].any(0)
             kept = k[keep]
             slots = np.flatnonzero(keep)
-            later = {int(parent[f]) for f in range(B) if parent[f] >= 0 and birth[f] > e}
+            later = {int(parent[f]) for f in range(B) if parent[f] >= 0 and birth[f] >= e}
             caches = {
                 r: _select(c, slots, self.device)
                 for r, c in caches.items()

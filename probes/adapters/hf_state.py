@@ -71,6 +71,14 @@ class HFStateModel(HFBase):
                 f"{', '.join(STATE_EVALUATORS)}"
             )
         super().__init__(model, info, evaluator=evaluator, dtype=dtype)
+        if self.dtype == torch.float64:
+            with torch.inference_mode():
+                probe = self._forward(np.zeros((1, 2), dtype=np.int64))
+            if probe.dtype != torch.float64:  # the model casts its own logits (Mamba does)
+                raise AdapterError(
+                    f"--dtype float64: model_type {self.config.model_type!r} returns float32 "
+                    "logits whatever its weights, so its loss cannot be float64; use float32"
+                )
 
     # -- geometry and horizon ---------------------------------------------------------------
 
@@ -121,9 +129,11 @@ class HFStateModel(HFBase):
     # -- the one forward ---------------------------------------------------------------------
 
     def _forward(self, ids: np.ndarray) -> torch.Tensor:
-        """Float32 logits of one forward over right-padded `ids` (B, L), from a fresh state."""
+        """Logits of one forward over right-padded `ids` (B, L), from a fresh state: float64 for a
+        float64 model, else float32."""
         x = torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)).to(self.device)
-        return self.model(input_ids=x, use_cache=False).logits.float()
+        logits = self.model(input_ids=x, use_cache=False).logits
+        return logits if logits.dtype == torch.float64 else logits.float()
 
     # -- evaluators --------------------------------------------------------------------------
 

@@ -261,7 +261,7 @@ class PairedProbe(Probe):
             "nll_variant": nv,
             "direct": direct,
             "reach": reach,
-            "labels": labels,
+            "labels": np.array(labels),
         }
         if where.base_alt is not None:
             nba, nva = nll[where.base_alt, bt], nll[where.variant_alt, vt]

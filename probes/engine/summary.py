@@ -74,7 +74,10 @@ def reach_of(
     def values(key: str) -> list:
         return [x for t in toks for x in (t[key] if select is None else t[key][t[select] == value])]
 
-    return label_bin(values(distance), values("direct"), values("reach"))
+    own = distance == "distance" and all("labels" in t for t in toks)  # Horizon.label's
+    return label_bin(
+        values(distance), values("direct"), values("reach"), values("labels") if own else None
+    )
 
 
 def by_group(groups: list[dict], records: list[dict]) -> list[list[dict]]:
