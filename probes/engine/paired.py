@@ -240,8 +240,9 @@ class PairedProbe(Probe):
             "nll_variant": float(nv.mean()),
             "correct_base": bool(correct[where.base, bt].all()),
             "correct_variant": bool(correct[where.variant, vt].all()),
-            "p_answer_base": float(np.exp(-nb.sum())),
-            "p_answer_variant": float(np.exp(-nv.sum())),
+            # a probability: a planted model's NLL may go below 0, which no distribution gives
+            "p_answer_base": float(np.exp(-max(float(nb.sum()), 0.0))),
+            "p_answer_variant": float(np.exp(-max(float(nv.sum()), 0.0))),
             "reach": labels[0],
             "direct_window": int(direct[0]),
             "layered_reach": int(reach[0]),

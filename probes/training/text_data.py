@@ -19,6 +19,7 @@ pydoc topics it is); a resume over changed files is refused.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,14 +76,18 @@ def text_table(data: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _held_out(sources: list[str], share: float) -> list[bool]:
-    """Which documents are held out: those whose source name hashes below `share` (at least
-    one, and never all)."""
+    """Which documents are held out: those whose source name, relative to the directory all
+    the files share, hashes below `share` (at least one, and never all) — so the same files
+    give the same split wherever they lie."""
     if len(sources) < 2:
         raise ValueError(
             "the text holds one document; the held-out NLL needs another: give more files or "
             "--documents paragraph"
         )
-    u = [int.from_bytes(hashlib.sha256(s.encode()).digest()[:8], "little") / 2**64 for s in sources]
+    files = [s.rsplit("#", 1)[0] if "#" in Path(s).name else s for s in sources]
+    root = os.path.commonpath(files) if len(set(files)) > 1 else os.path.dirname(files[0])
+    names = [os.path.relpath(f, root) + s[len(f) :] for f, s in zip(files, sources, strict=True)]
+    u = [int.from_bytes(hashlib.sha256(s.encode()).digest()[:8], "little") / 2**64 for s in names]
     held = [x < share for x in u]
     if not any(held):
         held[min(range(len(u)), key=u.__getitem__)] = True
