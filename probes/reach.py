@@ -297,9 +297,15 @@ def label_bin(
 
 def auto_bins(horizon: Horizon, lo: int = 8) -> list[tuple[int, int]]:
     """Distance bins that each fall in one region for every offset in a segment: two inside the
-    direct window, one only in the layered reach (when there is such a gap) and one beyond it
-    (just beyond: past the layered reach every distance gives the same exact zero, and longer
-    texts only cost time)."""
+    direct window, one only in the layered reach (when there is such a gap: at most as wide as
+    the direct window, just past it) and one beyond it (just beyond: past the layered reach
+    every distance gives the same exact zero, and longer texts only cost time).
+
+    The layered bin stops at twice the direct window because a fact read through the stack of
+    layers is read most strongly just past the window; on a deep model the whole gap (n_layer
+    windows: 30 × 2,048 tokens for SmolLM2-135M at its default geometry) would make texts n_layer
+    times longer to ask the same question. A two-layer model's gap is narrower than that, so its
+    bin is the whole gap."""
     (dmin, dmax), (rmin, rmax) = horizon.ranges()
     if rmax >= UNBOUNDED:  # nothing is beyond: two bins within what a short text can hold
         if horizon.state or dmax >= UNBOUNDED or dmax >= 16 * lo:
@@ -312,7 +318,7 @@ def auto_bins(horizon: Horizon, lo: int = 8) -> list[tuple[int, int]]:
     else:
         bins.append((2, max(2, dmax)))
     if rmin > dmax:
-        bins.append((dmax + 1, rmin))
+        bins.append((dmax + 1, min(rmin, 2 * dmax)))
     start = rmax + 1
     bins.append((start, start + max(32, rmax // 4)))
     return bins

@@ -130,6 +130,15 @@ def test_auto_bins_fall_in_one_region_each():
     assert bins[3][0] == rmax + 1
 
 
+def test_a_deep_models_layered_bin_stays_just_past_the_direct_window():
+    h = Horizon(tgt_len=64, mem_len=1984, n_layer=30)
+    (_, dmax), (rmin, _) = h.ranges()
+    lo, hi = auto_bins(h)[2]
+    assert (lo, hi) == (dmax + 1, 2 * dmax) and hi < rmin
+    deep = [h.unclipped(100_000 + o) for o in range(64)]  # every offset in a segment
+    assert all(direct < lo and hi <= reach for direct, reach in deep)
+
+
 def test_parse_ranges():
     assert parse_ranges("auto") is None
     assert parse_ranges("16-64, 100") == [(16, 64), (100, 100)]

@@ -200,7 +200,7 @@ def test_a_directory_holding_one_gguf_file_is_that_model(tmp_path):
         gguf_file(tmp_path)
 
 
-def test_probe_run_on_the_gguf_file_records_what_it_read(tmp_path):
+def test_probe_run_on_the_gguf_file_records_what_it_read(full, tmp_path):
     from click.testing import CliRunner
 
     from probes.cli.main import cli
@@ -219,6 +219,32 @@ def test_probe_run_on_the_gguf_file_records_what_it_read(tmp_path):
     assert run["model"]["sha256"] == weights["sha256"]
     vocab = run["vocabulary"]
     assert vocab["opening_token"] == "<|im_start|>" and vocab["opening_from"] == "bos"
+    recomputed_from_the_stored_token_ids(full, Path(doc["run_dir"]))
+
+
+def recomputed_from_the_stored_token_ids(full, run_dir: Path) -> None:
+    """texts.npz holds each pair's rows: a plain transformers forward of them gives tokens.npz's
+    NLLs (one document per row here, so no mask is needed)."""
+    import torch
+
+    texts = np.load(run_dir / "texts.npz", allow_pickle=False)
+    tokens = np.load(run_dir / "tokens.npz", allow_pickle=False)
+    first = int(texts["base_tokens"][0])
+    assert full.tokenizer["added_tokens"] and first == vocab_id(full, "<|im_start|>")
+    for side in ("base", "variant"):
+        offsets = texts[f"{side}_offsets"]
+        assert len(offsets) == 3 and (np.diff(texts[f"{side}_doc_ids"]) == 0).all()
+        for k in range(2):
+            row = texts[f"{side}_tokens"][offsets[k] : offsets[k + 1]].astype(np.int64)
+            with torch.inference_mode():
+                logits = full.model(input_ids=torch.from_numpy(row[None])).logits[0].double()
+            at = tokens[f"position_{side}"][tokens["pair"] == k]
+            nll = -torch.log_softmax(logits[at - 1], -1)[range(len(at)), row[at]].numpy()
+            assert np.abs(nll - tokens[f"nll_{side}"][tokens["pair"] == k]).max() <= 1e-4
+
+
+def vocab_id(full, token: str) -> int:
+    return next(t["id"] for t in full.tokenizer["added_tokens"] if t["content"] == token)
 
 
 def test_a_gguf_models_tokenizer_may_be_given_with_tokenizer(full, tmp_path):

@@ -82,6 +82,30 @@ class JobRows:
     check: np.ndarray  # positions before the first difference, scored in base and variant
 
 
+def text_arrays(jobs: Sequence[Job]) -> dict[str, np.ndarray]:
+    """texts.npz: what every pair was scored on, so a number can be checked without the tool.
+    Pair k's base row is `base_tokens[base_offsets[k]:base_offsets[k + 1]]` (model token ids,
+    from the row start to its last scored token; `base_doc_ids` the same slice: the document
+    each token belongs to, which --reset masks by), the variant likewise; tokens.npz's
+    `position_base` / `position_variant` index into these rows. Pair k is tokens.npz's and
+    samples.jsonl's `pair` k."""
+    out: dict[str, np.ndarray] = {}
+    for side in ("base", "variant"):
+        rows = []
+        for job in jobs:
+            example = getattr(job.pair, side)
+            targets = job.base_targets if side == "base" else job.variant_targets
+            last = int(targets.max())
+            if job.check_targets is not None and len(job.check_targets):
+                last = max(last, int(job.check_targets.max()))
+            rows.append((example.tokens[: last + 1], example.doc_ids[: last + 1]))
+        lengths = np.array([len(t) for t, _ in rows], dtype=np.int64)
+        out[f"{side}_offsets"] = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+        out[f"{side}_tokens"] = np.concatenate([t for t, _ in rows]).astype(np.int32)
+        out[f"{side}_doc_ids"] = np.concatenate([d for _, d in rows]).astype(np.int32)
+    return out
+
+
 def edit_end(pair) -> int | None:
     """Base position of the last edited token when the edit keeps every other token in place
     (length-preserving, identity alignment elsewhere); None otherwise."""
@@ -302,6 +326,7 @@ class PairedProbe(Probe):
             higher_is_better=hib,
             n_pairs=len(records),
             arrays=summary.token_arrays(records, toks),
+            texts=text_arrays(self.jobs),
         )
         outcome.verdict = self.verdict(outcome)
         outcome.plots = self.make_plots(ctx, outcome)

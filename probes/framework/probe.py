@@ -149,6 +149,8 @@ class Outcome:
     higher_is_better: dict[str, bool] = field(default_factory=dict)
     n_pairs: int = 0
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    # texts.npz: the token ids every pair was scored on (probes.engine.paired.text_arrays)
+    texts: dict[str, np.ndarray] = field(default_factory=dict)
     plots: list[Callable[[Path], str]] = field(default_factory=list)  # run dir → file name
 
     @property

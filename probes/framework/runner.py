@@ -260,6 +260,8 @@ def _execute(p: Prepared, run_dir: RunDir | None, options: RunOptions) -> Summar
         with run_dir.recording(record):
             ctx.run_dir = run_dir
             ctx.log(f"run directory {run_dir.path}")
+            if options.dtype == "bfloat16":
+                ctx.log(BFLOAT16_NOTE)
             from probes.framework.preload import after_scoring
 
             after_scoring()  # the plots' and the statistics' imports, during the scoring
@@ -269,6 +271,8 @@ def _execute(p: Prepared, run_dir: RunDir | None, options: RunOptions) -> Summar
                 outcome.metric_docs["unmatched_pairs"] = UNMATCHED_DOC
             if outcome.arrays:
                 run_dir.write_npz("tokens.npz", outcome.arrays)
+            if outcome.texts:
+                run_dir.write_npz("texts.npz", outcome.texts)
             with run_dir.writing("*.png"):
                 plots = [draw(run_dir.path) for draw in outcome.plots]
             summary = _summary(p, outcome, run_dir, plots)
@@ -276,6 +280,11 @@ def _execute(p: Prepared, run_dir: RunDir | None, options: RunOptions) -> Summar
             run_dir.finish(record, passed=summary.passed, elapsed_s=summary.elapsed_s)
             return summary
 
+
+BFLOAT16_NOTE = (
+    "note: bfloat16 moves per-pair deltas by tenths of a nat against float32 (SmolLM2-135M: up "
+    "to 0.33); report float32 numbers (run.json records the dtype)"
+)
 
 UNMATCHED_DOC = (
     "pairs (or texts) drawn but not scored: their base and variant did not keep the same "
