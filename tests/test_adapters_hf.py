@@ -334,21 +334,42 @@ def shared_rows(n=44, seed=6):
 @pytest.mark.parametrize("evaluator", ["stream", "sinks", "full"])
 @pytest.mark.parametrize(("mem", "tgt", "reset"), [(10, 6, True), (7, 4, False), (40, 8, False)])
 def test_score_shared_equals_score(dirs, family, evaluator, mem, tgt, reset):
-    """Forking a parent's cache at the last segment boundary of the shared prefix scores every
-    row as `score` does; a fork's shared targets are its parent's scores."""
+    """Forking a parent's cache inside the shared prefix — at its last segment boundary when
+    streaming, where it ends under `full` — scores every row as `score` does; a fork's shared
+    targets are its parent's scores, and rows forked at the same place from rows with the same
+    tokens compute what follows in identical shapes (bitwise equal)."""
     tokens, docs, scored, parent, shared = shared_rows()
     m = lm(dirs, family, evaluator)
     g = geo(mem, tgt, reset)
-    if evaluator not in ("stream", "sinks"):  # no segments to share: not offered
-        assert not hasattr(m, "score_shared")
-        return
     plain = m.score(tokens, docs, scored, g)
     forked = m.score_shared(tokens, docs, scored, g, parent=parent, shared=shared)
     np.testing.assert_allclose(forked.nll, plain.nll, atol=1e-5)
     assert np.isnan(forked.nll).tolist() == np.isnan(plain.nll).tolist()
     assert (forked.correct == plain.correct).all()
-    b = (29 // tgt) * tgt  # row 2 forked from row 0 at the last boundary <= 29
+    # row 2 forked from row 0 at the last boundary <= 29 (full: one-token segments)
+    b = 29 if evaluator == "full" else (29 // tgt) * tgt
     assert np.array_equal(forked.nll[2, 1 : b + 1], forked.nll[0, 1 : b + 1])
+
+
+def test_full_forks_a_contrast_row_where_its_answer_starts(dirs):
+    """A base, its variant (an edit at 5) and each one's contrast row (the answer at 30
+    replaced): the contrast rows cost their answers only, and base and variant are computed in
+    identical shapes, so a target the edit cannot change (another document under reset) keeps
+    exactly its base score in the variant."""
+    tokens, docs, scored = rows(n=40, b=4, boundary=20, seed=3)
+    tokens[1] = tokens[0]
+    tokens[1, 5] = (tokens[0, 5] + 1) % V
+    tokens[2], tokens[3] = tokens[0], tokens[1]
+    tokens[2:, 30:33] = (tokens[0, 30:33] + 2) % V
+    docs[:] = docs[0]
+    m = lm(dirs, "llama", "full")
+    g = geo(0, 8, True)
+    parent, shared = np.array([-1, 0, 0, 1]), np.array([0, 5, 30, 30])
+    forked = m.score_shared(tokens, docs, scored, g, parent=parent, shared=shared)
+    plain = m.score(tokens, docs, scored, g)
+    np.testing.assert_allclose(forked.nll, plain.nll, atol=1e-5)
+    later = np.flatnonzero(scored[0] & (np.arange(40) > 20))  # B's tokens, blind to A's edit
+    assert later.size and np.array_equal(forked.nll[0, later], forked.nll[1, later])
 
 
 def test_the_row_memory_estimate_grows_with_the_memory_it_is_asked_about(dirs):
@@ -403,3 +424,21 @@ def test_on_cuda_the_adapter_scores_as_on_the_cpu(dirs, family):
     assert bf16.info.dtype == "bfloat16"
     got = bf16.score(tokens, docs, scored, g)
     assert np.isfinite(got.nll[scored]).all()
+
+
+def test_long_nll_under_sinks_is_stream_until_the_cache_first_cuts(dirs, tmp_path):
+    """Both evaluators see the whole text until the cache is first cut (mem 16: the targets up
+    to 17 at least), bitwise; after it the kept first tokens change the scores."""
+    out = {}
+    for ev in ("stream", "sinks"):
+        sinks = ["--sinks", "2"] if ev == "sinks" else []
+        r = invoke(["run", "long-nll", "--model", str(dirs["llama"]), "--evaluator", ev, *sinks,
+                    "--mem", "16", "--tgt-len", "8", "--length", "96", "--n", "2", "--json",
+                    "--threads", "1", "--out", str(tmp_path)])  # fmt: skip
+        assert r.exit_code == 0, r.stderr
+        with np.load(Path(json.loads(r.stdout)["run_dir"]) / "tokens.npz") as z:
+            out[ev] = (z["position"], z["nll"])
+    (pos, stream), (_, sinks) = out["stream"], out["sinks"]
+    early = pos <= 17
+    assert np.array_equal(stream[early], sinks[early])
+    assert not np.array_equal(stream[pos > 24], sinks[pos > 24])

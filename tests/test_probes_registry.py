@@ -15,7 +15,7 @@ from probes.framework import registry
 
 BUILTIN = {
     "boundary", "context-sweep", "cross-doc", "distractor", "fact-delete", "fact-insert", "fact-rebind",
-    "fact-swap", "fact-update", "recl", "speed", "topic-shift",
+    "fact-swap", "fact-update", "long-nll", "recl", "speed", "topic-shift",
 }  # fmt: skip
 
 

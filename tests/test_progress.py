@@ -59,3 +59,14 @@ def test_the_last_line_is_not_repeated_when_the_run_ends_on_it(monkeypatch, cloc
     p.advance(2)
     p.stop()
     assert len(stderr.getvalue().splitlines()) == 1
+
+
+def test_a_long_progress_line_stays_one_line_in_a_log(monkeypatch, clock):
+    stderr = captured(monkeypatch)
+    p = Progress(enabled=True, live=False)
+    p.start(96, "fact-swap: scoring pairs of a long description " * 3)
+    clock[0] = 6000.0
+    p.advance(1)
+    p.stop()
+    lines = stderr.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].endswith("left"), lines

@@ -109,6 +109,7 @@ def test_under_reset_b_scores_bitwise_the_same_after_any_real_text_a(model):
     ("topic-shift", ["--region", "24", "--distance", "8-12"]),
     ("context-sweep", ["--window", "120", "--facts", "2", "--contexts", "1,16,64"]),
     ("fact-delete", ["--distance", "40-60"]),
+    ("long-nll", ["--length", "200"]),
 ])  # fmt: skip
 def test_the_other_probes_run_on_real_text_and_pass_their_checks(model, tmp_path, probe, extra):
     r = invoke(["run", probe, "--model", model, "--haystack", "default", *extra,

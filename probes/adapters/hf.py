@@ -58,10 +58,13 @@ Evaluators (`--evaluator`):
 - `state`: recurrent models (Mamba, RWKV) are scored by `probes.adapters.hf_state`; `load`
   sends a recurrent model_type there, where `state` (the default) and `window` fit.
 
-`stream` and `sinks` have `score_shared`: a row that shares a prefix with a parent row starts at
-the last segment boundary inside the prefix from a copy of the parent's cache and takes the
-parent's scores before it (`probes.adapters.txl.fork_plan`); the parent also scores the targets
-its forks take from it.
+`full`, `stream` and `sinks` have `score_shared`: a row that shares a prefix with a parent row
+starts from a copy of the parent's cache — at the last segment boundary inside the prefix
+(`stream`, `sinks`), or where the prefix ends (`full`) — and takes the parent's scores before
+it (`probes.adapters.txl.fork_plan`); the parent also scores the targets its forks take from
+it. Under `full` a row is then forwarded in pieces cut where its forks are born, so a base and
+its variant (whose forks are born at the same places) are computed in identical shapes; a
+contrast row costs its answer tokens, not a second forward of the whole text.
 
 Each row's cache is a plain `DynamicCache` of full layers (never the model's own sliding cache),
 cut by index after every segment; the mask, not the cache, decides what a query sees, so rows in
@@ -69,6 +72,8 @@ one call may keep different sinks.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import torch
@@ -163,7 +168,7 @@ class HFModel(HFBase):
             )
         super().__init__(model, info, evaluator=evaluator, dtype=dtype)
         self.sinks = int(sinks) if evaluator == "sinks" else 0
-        if evaluator in ("stream", "sinks"):  # the protocol's optional capability
+        if evaluator in ("full", "stream", "sinks"):  # the protocol's optional capability
             self.score_shared = self._score_shared
         config = self.config
         self.max_positions = max_positions_of(config)
@@ -430,6 +435,49 @@ class HFModel(HFBase):
             nll[r, t], correct[r, t] = self._scores(hidden, t - 1, tokens[r, t])
         return nll, correct
 
+    def _full_forked(self, tokens, doc_ids, positions, geometry, plan):
+        """`full` over rows that fork (`plan` = (birth, end, parent) from fork_plan with
+        segments of one token): row r runs over the inputs birth[r] … end[r] − 1 from a copy of
+        its parent's cache at birth[r], in pieces cut at its own forks' births, every earlier
+        key visible (within its document under reset)."""
+        from transformers import DynamicCache
+
+        B, N = tokens.shape
+        birth, end, parent = plan
+        wanted = _inherited(positions, birth, parent)
+        pos = self._positions(doc_ids, geometry.reset)
+        needed = np.zeros_like(positions)
+        for r in range(B):
+            needed[r, : end[r]] = True
+        self._check_positions(pos, doc_ids, needed)
+        nll = np.full((B, N), np.nan)
+        correct = np.zeros((B, N), dtype=bool)
+        forks = {r: {int(birth[c]) for c in np.flatnonzero(parent == r)} for r in range(B)}
+        at_fork: dict[tuple[int, int], object] = {}  # (row, inputs done) → its cache there
+        done: set[int] = set()
+        while len(done) < B:  # parents before their forks
+            ready = [r for r in range(B) if r not in done and (parent[r] < 0 or parent[r] in done)]
+            for r in ready:
+                done.add(r)
+                b = int(birth[r]) if parent[r] >= 0 else 0
+                if b:
+                    p = int(parent[r])
+                    nll[r, : b + 1], correct[r, : b + 1] = nll[p, : b + 1], correct[p, : b + 1]
+                    cache = _select(at_fork[(p, b)], np.arange(b), self.device)
+                else:
+                    cache = DynamicCache()
+                cuts = sorted({b, int(end[r])} | {f for f in forks[r] if b < f < end[r]})
+                for s, e in itertools.pairwise(cuts):
+                    q, k = np.arange(s, e), np.arange(e)
+                    vis = self._visible(q, k, doc_ids[r, s:e], doc_ids[r, :e], geometry.reset)
+                    hidden, cache = self._body(tokens[r, s:e], pos[r, s:e], vis, cache)
+                    t = s + 1 + np.flatnonzero(wanted[r, s + 1 : e + 1])
+                    if t.size:
+                        nll[r, t], correct[r, t] = self._scores(hidden, t - 1 - s, tokens[r, t])
+                    if e in forks[r]:
+                        at_fork[(r, e)] = _select(cache, np.arange(e), self.device)
+        return nll, correct
+
     def _sink_rows(self, doc_ids: np.ndarray, reset: bool) -> np.ndarray:
         """(B, N) bool: the positions each row keeps as sinks."""
         B, N = doc_ids.shape
@@ -505,9 +553,10 @@ class HFModel(HFBase):
         return nll, correct
 
     def _score_shared(self, tokens, doc_ids, positions, geometry, *, parent, shared):
-        """`score_shared` of `stream` and `sinks` (only they have it: `full` and `window` have no
-        segments to share): rows that share a prefix with a parent row are computed once up to
-        the last segment boundary inside it and forked from the parent's cache there."""
+        """`score_shared` of `full`, `stream` and `sinks` (`window` has no prefix to share: each
+        scored token has a window of its own): rows that share a prefix with a parent row are
+        computed once up to a fork point inside it (a segment boundary when streaming, the
+        prefix's end under `full`) and forked from the parent's cache there."""
         check_inputs(tokens, doc_ids, positions)
         from probes.adapters.txl import fork_plan
 
@@ -515,10 +564,13 @@ class HFModel(HFBase):
         if nothing:
             return TokenScores(nll, correct)
         N = tokens.shape[1]
-        T = geometry.tgt_len
+        T = 1 if self.evaluator == "full" else geometry.tgt_len
         plan = fork_plan(positions, np.asarray(parent), np.asarray(shared), T, N)
         with torch.inference_mode():
-            nll, correct = self._stream(tokens, doc_ids, positions, geometry, plan)
+            if self.evaluator == "full":
+                nll, correct = self._full_forked(tokens, doc_ids, positions, geometry, plan)
+            else:
+                nll, correct = self._stream(tokens, doc_ids, positions, geometry, plan)
         nll[~positions] = np.nan
         correct[~positions] = False
         return TokenScores(nll, correct)

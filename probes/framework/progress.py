@@ -50,7 +50,8 @@ class Progress:
 
     def _emit(self, message: str) -> None:
         if self._console is not None:
-            self._console.print(f"[dim]{message}[/dim]", highlight=False)
+            # a log file keeps each line whole (a terminal's width would fold it)
+            self._console.print(f"[dim]{message}[/dim]", highlight=False, soft_wrap=not self.live)
 
     def start(self, total: int, description: str, work: Sequence[float] | None = None) -> None:
         """Begin `total` steps; `work[i]` is what step i costs (None: every step the same)."""

@@ -4,6 +4,8 @@ with a conflicting fact (cross-doc), and distant context from another document (
 - `sentence_text`: shuffled independent sentences of the haystack, the One Billion Word
   analogue — nothing in it depends on anything beyond its own sentence but what real prose
   shares anyway; cut to an exact number of tokens.
+- `contiguous_text`: the haystack as it is, from a random place on, its documents in order (a
+  long text read straight through, as a book is; long-nll).
 - `cross_document`: document B (a fact, its query `b_distance` later, filler past the end of
   what the model can reach) after a document A that states B's fact with another value, its
   last token `gap` tokens before B's separator; and the same B after a foreign document of A's
@@ -45,6 +47,22 @@ def sentence_text(world: TextWorld, rng: np.random.Generator, length: int) -> Ex
         doc_ids=r.doc_ids[:length],
         topics=(-1,),
         meta={"kind": "text-sentences"},
+    )
+
+
+def contiguous_text(world: TextWorld, rng: np.random.Generator, length: int) -> Example:
+    """One document of exactly `length` tokens: the separator, then a run of the haystack from
+    a random piece on (its documents in order), cut where the length ends."""
+    h = world.haystack
+    i, j = h.runs(rng, [length - 1])[0]
+    pieces = [Piece(world.tokenizer.separator, 0, "eod")]
+    pieces += [Piece(w, 0) for w in h.pieces(i, j)]
+    r = render(world.tokenizer, pieces, [1, *h.piece_lengths(i, j)])
+    return Example(
+        tokens=r.tokens[:length],
+        doc_ids=np.zeros(length, dtype=r.doc_ids.dtype),
+        topics=(-1,),
+        meta={"kind": "text-contiguous", "pieces": [i, j]},
     )
 
 
