@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
 import os
 import sys
 import tempfile
@@ -203,6 +204,10 @@ def plain_stream(lm, rows: list[dict], mem: int, tgt: int) -> dict:
     sliding = getattr(model.config, "sliding_window", None)
     dtype = next(model.parameters()).dtype
     distinct = {r["tokens"].tobytes(): r for r in rows}
+    # the cache's keyword: `cache` in transformers 5.x's newer models, `past_key_values` before
+    cache_kw = (
+        "cache" if "cache" in inspect.signature(decoder.forward).parameters else ("past_key_values")
+    )
     n_tokens = 0
     t0 = time.perf_counter()
     with torch.inference_mode():
@@ -226,8 +231,8 @@ def plain_stream(lm, rows: list[dict], mem: int, tgt: int) -> dict:
                     input_ids=torch.from_numpy(ids[q])[None].to(device),
                     position_ids=torch.from_numpy(q)[None].to(device),
                     attention_mask=add if kinds else add["full_attention"],
-                    past_key_values=cache,
                     use_cache=True,
+                    **{cache_kw: cache},
                 )
                 scored = r["positions"][
                     (r["positions"] - 1 >= s) & (r["positions"] - 1 < q[-1] + 1)
