@@ -3,6 +3,7 @@ JSON document), one run directory holding every probe's run, RECL only with a mo
 codes 1 (a probe's own check failed) and 2 (bad input, nothing written)."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -194,3 +195,21 @@ def test_rerun_of_a_directory_that_names_no_run_is_one_line_exit_2(tmp_path):
     r = invoke("rerun", d)
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "neither a probe nor" in r.stderr
+
+
+def test_distance_goes_to_every_probe_with_distance_bins_and_is_recorded(models, tmp_path):
+    skip = [a for name in ("boundary", "topic-shift", "cross-doc", "fact-rebind", "context-sweep",
+                           "recl") for a in ("--skip", name)]  # fmt: skip
+    r = invoke("diagnose", "--model", models["m"], "--quick", "--distance", "30-40,60-90", *skip,
+               "--out", tmp_path, "--json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    run = json.loads((Path(doc["run_dir"]) / "run.json").read_text())
+    assert run["options"]["distance"] == "30-40,60-90"
+    for name in ("fact-swap", "fact-update"):
+        (sub,) = (Path(doc["run_dir"]) / "runs" / name).glob("*/*/run.json")
+        assert json.loads(sub.read_text())["params"]["distance"] == "30-40,60-90"
+    bad = invoke("diagnose", "--model", models["m"], "--quick", "--distance", "1-4",
+                 "--out", tmp_path / "bad")  # fmt: skip
+    assert bad.exit_code == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "bad").exists()

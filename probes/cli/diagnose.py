@@ -23,13 +23,26 @@ from probes.framework.options import RunOptions, output_options
     "two): a column per model, RECL once over them all as its group. Not with --model.",
 )
 @click.option(
+    "--distance",
+    default=None,
+    metavar="LO-HI,…",
+    help="Distance bins (fact's last token → first answer token, e.g. 16-64,700-900) for every "
+    "probe of the suite that has them (fact-swap, fact-rebind, fact-update, topic-shift, "
+    "cross-doc), recorded in run.json. [default: each probe's auto bins]",
+)
+@click.option(
     "--skip",
     multiple=True,
     metavar="PROBE",
     help="Leave a probe of the suite out (repeatable).",
 )
 def diagnose_command(
-    as_json: bool, quiet: bool, models: str | None, skip: tuple[str, ...], **values
+    as_json: bool,
+    quiet: bool,
+    models: str | None,
+    distance: str | None,
+    skip: tuple[str, ...],
+    **values,
 ) -> None:
     """Boundary repair, retrieval, topic adaptation, stale state and effective context of one
     model (or several: --models), in one table with 95% intervals; writes one run directory with
@@ -56,6 +69,7 @@ def diagnose_command(
     values["model"] = list(values["model"]) or None
     values["haystack"] = list(values["haystack"]) or None
     progress = Progress.auto(quiet or as_json)
+    values["distance"] = distance
     try:
         if models is None:
             summary = diagnose(skip=skip, progress=progress, argv=list(sys.argv), **values)

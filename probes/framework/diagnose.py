@@ -127,10 +127,11 @@ def _progress(progress: Any):
     return progress
 
 
-def _prepare(classes, skip, columns: list, group: list, opts, progress, argv):
+def _prepare(classes, skip, columns: list, group: list, opts, progress, argv, distance=None):
     """Every run of the suite, prepared (nothing written): each non-group probe once per column
-    (a diagnosed model), the group probe once on `group`. Returns (runs, skipped, the models of
-    the columns a probe did not apply to)."""
+    (a diagnosed model), the group probe once on `group`; `distance` (--distance) goes to every
+    probe with distance bins. Returns (runs, skipped, the models of the columns a probe did not
+    apply to)."""
     from probes.framework import runner
     from probes.framework.models import ModelCache, model_name
     from probes.framework.probe import ProbeInputError, ProbeNotApplicable
@@ -143,6 +144,8 @@ def _prepare(classes, skip, columns: list, group: list, opts, progress, argv):
     for name, cls in classes.items():
         if name in skip:
             continue
+        fields = {f.name for f in dataclasses.fields(cls.Params)}
+        own = {"distance": distance} if distance is not None and "distance" in fields else {}
         if not cls.model_group:
             # a probe that does not apply to one model (a boundary probe on a recurrent state)
             # runs on the others; that model's column has no row of it
@@ -150,7 +153,8 @@ def _prepare(classes, skip, columns: list, group: list, opts, progress, argv):
             for j, source in enumerate(columns):
                 try:
                     plan = runner.prepare(name, model=source, progress=progress, argv=argv,
-                                          models=models, **own_options(common, source, opts))  # fmt: skip
+                                          models=models, **own_options(common, source, opts),
+                                          **own)  # fmt: skip
                 except ProbeNotApplicable as e:
                     refused.append((model_name(source), e.reason))
                     if e.model is not None:
@@ -167,8 +171,9 @@ def _prepare(classes, skip, columns: list, group: list, opts, progress, argv):
         else:
             try:
                 plan = runner.prepare(
-                    name, model=group, progress=progress, argv=argv, models=models, **common
-                )
+                    name, model=group, progress=progress, argv=argv, models=models, **common,
+                    **own,
+                )  # fmt: skip
             except ProbeNotApplicable as e:
                 skipped.append(f"{name} ({e.reason})")
                 continue
@@ -278,18 +283,22 @@ def diagnose(
     **values: Any,
 ) -> dict[str, Any]:
     """Run the suite and return the summary (also written to the run directory). `values`: the
-    run options of `OPTIONS`.
+    run options of `OPTIONS`, and `distance`: the distance bins of every probe that has them
+    (None: each probe's auto bins).
 
     Every probe is prepared (inputs checked, model loaded once, pairs planned) before the run
     directory is created: bad input raises ProbeInputError and leaves nothing behind."""
     from probes.framework.models import model_name, model_sources
 
     t0 = time.perf_counter()
+    distance = values.pop("distance", None)
     classes, opts = _options(skip, values)
     group_cls = next((c for c in classes.values() if c.model_group), None)
     sources = model_sources(group_cls or next(iter(classes.values())), opts.model)
     progress = _progress(progress)
-    runs, skipped, unserved = _prepare(classes, skip, sources[:1], sources, opts, progress, argv)
+    runs, skipped, unserved = _prepare(
+        classes, skip, sources[:1], sources, opts, progress, argv, distance
+    )
     lm = _column_model(runs, 0, unserved)
     geometry = next(r.plan.ctx.geometry for r in runs if r.serves(0))
     grouped = [r for r in runs if r.column is None]
@@ -305,6 +314,7 @@ def diagnose(
         geometry=geometry.to_dict(),
     )
     record["options"]["model"] = [model_name(s) for s in sources]
+    record["options"]["distance"] = distance or "auto"
     with run_dir.recording(record):
         progress.log(f"diagnose: run directory {run_dir.path}")
         _execute(runs, run_dir, progress)

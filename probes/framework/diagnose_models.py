@@ -100,6 +100,7 @@ def diagnose_models(
             f"--models {text!r}: give at least two models, e.g. default,default-mem0 "
             "(one model: --model)"
         )
+    distance = values.pop("distance", None)
     classes, opts = _options(skip, values)
     sources = [m if is_loss_model(m) else model_source(m, "--models") for m in models]
     # the same checkpoint or planted spec twice; a LossModel object is itself
@@ -111,7 +112,9 @@ def diagnose_models(
     if twice is not None:
         raise ProbeInputError(f"--models names {str(twice)!r} twice; give each model once")
     progress = _progress(progress)
-    runs, skipped, unserved = _prepare(classes, skip, sources, sources, opts, progress, argv)
+    runs, skipped, unserved = _prepare(
+        classes, skip, sources, sources, opts, progress, argv, distance
+    )
     lms = [_column_model(runs, j, unserved) for j in range(len(sources))]
     ids = [lm.info.id for lm in lms]
     same = next((i for i in ids if ids.count(i) > 1), None)
@@ -138,6 +141,7 @@ def diagnose_models(
 
     record = _record(opts, skip, argv, models=[lm.info.to_dict() for lm in lms], geometry=geometry)
     record["options"]["models"] = [model_name(s) for s in sources]
+    record["options"]["distance"] = distance or "auto"
     with run_dir.recording(record):
         progress.log(f"diagnose: run directory {run_dir.path}")
         _execute(runs, run_dir, progress)
