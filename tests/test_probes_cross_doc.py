@@ -167,3 +167,15 @@ def test_each_row_is_labelled_by_where_what_it_measures_falls(models, tmp_path):
     far = max(b["distance_lo"] for b in s.bins)
     fact = [b for b in s.bins if b not in whole and b["distance_lo"] == far]
     assert {b["reach"] for b in fact} == {"beyond"}  # A's fact in the farthest bin
+
+
+def test_without_the_check_tail_b_ends_at_its_answer_and_the_check_says_why(models, tmp_path):
+    padded = probes.run("cross-doc", model=models["mem"], distance="2-12", n=3, out=tmp_path,
+                        progress=False)  # fmt: skip
+    short = probes.run("cross-doc", model=models["mem"], distance="2-12", n=3, out=tmp_path,
+                       check_tail=False, progress=False)  # fmt: skip
+    assert padded.checks["beyond_reach_zero"]["n_tokens"] > 0
+    check = short.checks["beyond_reach_zero"]
+    assert check["n_tokens"] == 0 and check["status"] == "not applicable"
+    assert "--no-check-tail" in check["why"]
+    assert short.checks["reset_leakage_zero"]["passed"]

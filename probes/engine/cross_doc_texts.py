@@ -37,6 +37,7 @@ def _texts(ctx: RunContext, shape: TextShape, rng, gap: int):
     """The synth (or real-text) CrossDocTexts at `gap`; None when not aligned in the tokenizer."""
     from synth.edits.boundary import cross_document, extend_b
     from synth.text import contexts
+    from synth.text.haystack import HaystackError
     from synth.text.render import Misaligned
 
     kw = {"b_distance": shape.b_distance, "b_lead": shape.b_lead, "gap": gap,
@@ -49,8 +50,18 @@ def _texts(ctx: RunContext, shape: TextShape, rng, gap: int):
         return extend_b(texts, shape.tail_rng, ctx.lang, shape.tail)
     except Misaligned:
         return None
+    except HaystackError as e:
+        if shape.n_check and ctx.text is not None and shape.tail > ctx.text.haystack.n_tokens:
+            raise ProbeInputError(
+                f"cross-doc: B would be padded with {shape.tail:,} tokens past its query (so "
+                "that its last tokens lie beyond A's layered reach: the beyond_reach_zero "
+                f"check), more than the haystack holds ({ctx.text.haystack.n_tokens:,} tokens); "
+                "give --no-check-tail to leave the check out, a smaller --mem or a larger "
+                "haystack"
+            ) from None
+        raise ProbeInputError(f"cross-doc: {e}") from None
     except ValueError as e:
-        raise ProbeInputError(f"--b-distance {shape.b_distance}: {e}") from None
+        raise ProbeInputError(f"B's fact → answer distance {shape.b_distance}: {e}") from None
 
 
 def pair_arrays(ctx: RunContext, shape: TextShape, rng, group: int, gap: int) -> dict | None:

@@ -116,6 +116,12 @@ class CrossDoc(Probe):
             max=4096,
         )
         first: int = param(8, help="B's first tokens scored (after its <eod>)", min=1, max=B_LEAD)
+        check_tail: bool = param(
+            True,
+            help="pad B past A's layered reach so that beyond_reach_zero has tokens to check "
+            "(a deep model's reach is n_layer cache lengths: thousands of tokens per text); "
+            "--no-check-tail ends B after its answer and the check is not applicable",
+        )
 
     default_n = 24
     quick_n = 6
@@ -148,7 +154,7 @@ class CrossDoc(Probe):
         # filler after B's query, so that B's last CHECK_TAIL tokens lie beyond A's layered reach
         # (the beyond_reach_zero check has tokens to check)
         self.check_tail = (reach + CHECK_TAIL + 1, CHECK_TAIL)
-        if self.carry_horizon.unbounded:  # nothing lies beyond (probes.reach.UNBOUNDED)
+        if self.carry_horizon.unbounded or not p.check_tail:  # nothing (asked) beyond
             self.check_tail = (2, 0)
         self.tail_rng = ctx.rng(self.name, "tail")
         # B's first answer token after its <eod>: its lead, its fact with a one-token value (on
@@ -361,7 +367,8 @@ class CrossDoc(Probe):
                 covered=sum(r["blind_tokens"] for r in records),
                 worst=max((r["blind_max_abs"] for r in records), default=0.0),
                 tolerance=tolerance(ctx.model),
-                why_empty="every scored token of B can see some of A under carry",
+                why_empty="every scored token of B can see some of A under carry"
+                + ("" if self.params.check_tail else " (--no-check-tail: B ends at its answer)"),
                 n_tokens=sum(r["blind_tokens"] for r in records),
             ),
         }
