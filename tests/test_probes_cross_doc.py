@@ -173,9 +173,9 @@ def test_without_the_check_tail_b_ends_at_its_answer_and_the_check_says_why(mode
     padded = probes.run("cross-doc", model=models["mem"], distance="2-12", n=3, out=tmp_path,
                         progress=False)  # fmt: skip
     short = probes.run("cross-doc", model=models["mem"], distance="2-12", n=3, out=tmp_path,
-                       check_tail=False, progress=False)  # fmt: skip
+                       check_tail="off", progress=False)  # fmt: skip
     assert padded.checks["beyond_reach_zero"]["n_tokens"] > 0
     check = short.checks["beyond_reach_zero"]
     assert check["n_tokens"] == 0 and check["status"] == "not applicable"
-    assert "--no-check-tail" in check["why"]
+    assert "--check-tail off" in check["why"]
     assert short.checks["reset_leakage_zero"]["passed"]

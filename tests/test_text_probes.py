@@ -222,3 +222,31 @@ def test_diagnose_on_real_text_runs_the_probes_that_write_it_and_names_the_other
     effects = {row["effect"] for row in doc["rows"]}
     assert {"boundary repair", "retrieval within the horizon", "topic adaptation"} <= effects
     assert "fact-rebind (it does not write real text)" in doc["skipped"]
+
+
+def test_cross_doc_leaves_out_padding_the_haystack_cannot_hold_and_says_why(model, tmp_path):
+    """On a haystack of 200 words, B padded past A's reach (over 500 tokens at --mem
+        256) beside gaps as long does not fit. Auto leaves the padding out (the check says why) and
+        cuts the gap bins where the haystack ends; asked for (--check-tail on), the padding is kept
+    and the auto gaps are cut shorter, and given gaps that cannot hold it are refused in one line."""
+    from pathlib import Path
+
+    words = Path(__file__).resolve().parents[1].joinpath("docs", "design.md").read_text().split()
+    hay = tmp_path / "hay.txt"
+    hay.write_text(" ".join(words[:200]))
+    args = ["run", "cross-doc", "--model", model, "--haystack", str(hay), "--mem", "256"]
+    r = invoke([*args, "--out", str(tmp_path / "auto"), *FAST])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    check = doc["checks"]["beyond_reach_zero"]
+    assert check["status"] == "not applicable" and "does not fit the haystack" in check["why"]
+    assert doc["checks"]["reset_leakage_zero"]["status"] == "passed"
+    on = invoke([*args, "--check-tail", "on", "--out", str(tmp_path / "on"), *FAST])
+    assert on.exit_code == 0, on.stderr  # the padding kept, the gaps cut shorter to make room
+    shorter = json.loads(on.stdout)
+    assert shorter["checks"]["beyond_reach_zero"]["status"] == "passed"
+    assert shorter["bins"][-1]["distance_hi"] < doc["bins"][-1]["distance_hi"]
+    given = invoke([*args, "--check-tail", "on", "--distance", "2-8,500-600", "--out",
+                    str(tmp_path / "given"), *FAST])  # fmt: skip
+    assert given.exit_code == 2 and "--check-tail off" in given.stderr, given.stderr
+    assert len(given.stderr.strip().splitlines()) == 1 and not (tmp_path / "given").exists()

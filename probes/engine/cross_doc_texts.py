@@ -56,7 +56,7 @@ def _texts(ctx: RunContext, shape: TextShape, rng, gap: int):
                 f"cross-doc: B would be padded with {shape.tail:,} tokens past its query (so "
                 "that its last tokens lie beyond A's layered reach: the beyond_reach_zero "
                 f"check), more than the haystack holds ({ctx.text.haystack.n_tokens:,} tokens); "
-                "give --no-check-tail to leave the check out, a smaller --mem or a larger "
+                "give --check-tail off to leave the check out, a smaller --mem or a larger "
                 "haystack"
             ) from None
         raise ProbeInputError(f"cross-doc: {e}") from None

@@ -60,19 +60,19 @@ B's answer by a sizeable fraction of the retrieval effect (nats). --quick uses 6
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from probes import stats
 from probes.engine.checks import note, zero_check
 from probes.engine.cross_doc_texts import B_LEAD, TextShape, bridged_draw, pair_arrays
-from probes.engine.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin
+from probes.engine.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin, row_limit
 from probes.engine.rows import Rows, score_batches
 from probes.engine.summary import by_group, by_reach, family_bins, flat_arrays
 from probes.framework.declarations import DISTANCE, REACH, STATS, Column, signed
 from probes.framework.params import param
-from probes.framework.probe import Outcome, Probe, RunContext
+from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.framework.registry import probe
 from probes.protocol import reset_moves_positions, score_rows, tolerance
 from probes.reach import classify, gap_bins, parse_ranges
@@ -116,11 +116,12 @@ class CrossDoc(Probe):
             max=4096,
         )
         first: int = param(8, help="B's first tokens scored (after its <eod>)", min=1, max=B_LEAD)
-        check_tail: bool = param(
-            True,
+        check_tail: Literal["auto", "on", "off"] = param(
+            "auto",
             help="pad B past A's layered reach so that beyond_reach_zero has tokens to check "
-            "(a deep model's reach is n_layer cache lengths: thousands of tokens per text); "
-            "--no-check-tail ends B after its answer and the check is not applicable",
+            "(a deep model's reach is n_layer cache lengths: thousands of tokens per text): "
+            "on, off (B ends after its answer; the check is not applicable), or auto (on where "
+            "the texts can hold it: the haystack, a model's positions)",
         )
 
     default_n = 24
@@ -136,6 +137,7 @@ class CrossDoc(Probe):
         *REACH,
     )
     runs_every_policy = True
+    tail_left_out = ""  # why auto left B's padding out (plan)
     supports_haystack = True  # real text: synth.text.contexts.cross_document
     supports_bridge = True  # the foreign document evened to A's model tokens
 
@@ -151,19 +153,43 @@ class CrossDoc(Probe):
         self.carry_horizon = horizon(ctx.model, self.carry_geometry)
         self.reset_moves_positions = reset_moves_positions(ctx.model)
         (_, _), (_, reach) = self.carry_horizon.ranges()
-        # filler after B's query, so that B's last CHECK_TAIL tokens lie beyond A's layered reach
-        # (the beyond_reach_zero check has tokens to check)
-        self.check_tail = (reach + CHECK_TAIL + 1, CHECK_TAIL)
-        if self.carry_horizon.unbounded or not p.check_tail:  # nothing (asked) beyond
-            self.check_tail = (2, 0)
-        self.tail_rng = ctx.rng(self.name, "tail")
         # B's first answer token after its <eod>: its lead, its fact with a one-token value (on
         # real text: a fact's tokens), then b_distance
         fact = len(ctx.text.fact(0, 0, 0)) if ctx.text else FACT_VALUE_OFFSET + 2
         offset = B_LEAD + fact + self.b_distance
         if ctx.bridge is not None:  # in model tokens
             offset = round(offset * ctx.bridge.filler_ratio)
-        bins = parse_ranges(p.distance) or gap_bins(self.carry_horizon, offset)
+        given = parse_ranges(p.distance)
+        bins = given or gap_bins(self.carry_horizon, offset)
+        # filler after B's query, so that B's last CHECK_TAIL tokens lie beyond A's layered reach
+        # (the beyond_reach_zero check has tokens to check)
+        tail = (
+            0 if self.carry_horizon.unbounded or p.check_tail == "off" else reach + CHECK_TAIL + 1
+        )
+        limit = row_limit(ctx)  # what a text can hold: the haystack, a model's positions
+        if limit is not None:
+            room = limit[0] - offset - 2 * fact  # A's fact and B's lead, fact and answer
+            if tail and p.check_tail == "auto" and bins[-1][1] + tail > room:
+                tail = 0  # the check's tokens do not fit: left out (the check says why)
+                self.tail_left_out = (
+                    f"B's padding past A's reach ({reach + CHECK_TAIL + 1:,} tokens) does not "
+                    f"fit {limit[1]}"
+                )
+            if given is None:
+                bins = [(lo, min(hi, room - tail)) for lo, hi in bins if lo <= room - tail]
+            elif bins[-1][1] + tail > room:
+                padded = " with B padded past the reach" if tail else ""
+                raise ProbeInputError(
+                    f"--distance {p.distance!r}: {limit[1]} hold gaps up to "
+                    f"{max(room - tail, 0):,} tokens here{padded}; give shorter distances"
+                    + (" or --check-tail off" if tail else "")
+                )
+            if not bins:
+                raise ProbeInputError(
+                    f"{limit[1]} leave room for no cross-doc gap at this geometry; lower --mem"
+                )
+        self.check_tail = (tail, CHECK_TAIL) if tail else (2, 0)
+        self.tail_rng = ctx.rng(self.name, "tail")
         self.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
         shape = TextShape(self.b_distance, B_LEAD, p.first, *self.check_tail, self.tail_rng)
         drawn = [
@@ -177,6 +203,14 @@ class CrossDoc(Probe):
         self.pairs = [pr for pr in drawn if pr is not None]  # None: not aligned in the tokenizer
         ctx.unmatched += len(drawn) - len(self.pairs)
         ctx.require_matched(self.name, len(self.pairs))
+
+    def _why_no_blind_tokens(self) -> str:
+        why = "every scored token of B can see some of A under carry"
+        if self.params.check_tail == "off":
+            return why + " (--check-tail off: B ends at its answer)"
+        if self.tail_left_out:
+            return why + f" ({self.tail_left_out}: B ends at its answer; --check-tail on asks it)"
+        return why
 
     def execute(self, ctx: RunContext) -> Outcome:
         order = sorted(range(len(self.pairs)), key=lambda i: len(self.pairs[i]["conf"]))
@@ -367,8 +401,7 @@ class CrossDoc(Probe):
                 covered=sum(r["blind_tokens"] for r in records),
                 worst=max((r["blind_max_abs"] for r in records), default=0.0),
                 tolerance=tolerance(ctx.model),
-                why_empty="every scored token of B can see some of A under carry"
-                + ("" if self.params.check_tail else " (--no-check-tail: B ends at its answer)"),
+                why_empty=self._why_no_blind_tokens(),
                 n_tokens=sum(r["blind_tokens"] for r in records),
             ),
         }
