@@ -442,3 +442,30 @@ def test_long_nll_under_sinks_is_stream_until_the_cache_first_cuts(dirs, tmp_pat
     early = pos <= 17
     assert np.array_equal(stream[early], sinks[early])
     assert not np.array_equal(stream[pos > 24], sinks[pos > 24])
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_cache_positions_keep_every_distance_so_a_window_scores_as_with_text_positions(
+    dirs, family
+):
+    """Under `stream` every cached key is a recent one, so re-indexing positions inside the
+    cache (re-rotating the kept keys to their slots) changes no query–key distance: the scores
+    equal text positions' within float32 rounding, bitwise before the first cut. Under `sinks`
+    the sinks come closer to every query, and the scores move."""
+    tokens, docs, scored = rows(n=60, b=2, seed=4)
+    g = geo(12, 4, reset=False)
+    moved = {}
+    for ev in ("stream", "sinks"):
+        text = hf_load.load(dirs[family], evaluator=ev)
+        cache = hf_load.load(dirs[family], evaluator=ev, cache_positions=True)
+        assert cache.info.extra["cached_positions"] == "cache"
+        a, b = text.score(tokens, docs, scored, g).nll, cache.score(tokens, docs, scored, g).nll
+        assert np.array_equal(a[:, 1:17], b[:, 1:17])  # nothing cut yet (mem 12 + tgt 4)
+        moved[ev] = np.abs(a[:, 1:] - b[:, 1:]).max()
+    assert moved["stream"] < 1e-4 < moved["sinks"]
+
+
+def test_cache_positions_are_refused_where_there_is_nothing_to_reindex(dirs):
+    for family, ev in (("llama", "full"), ("llama", "window"), ("gpt2", "stream")):
+        with pytest.raises(AdapterError, match="--cache-positions"):
+            hf_load.load(dirs[family], evaluator=ev, cache_positions=True)

@@ -160,6 +160,7 @@ class HFModel(HFBase):
         evaluator: str,
         dtype: str = "float32",
         sinks: int = DEFAULT_SINKS,
+        cache_positions: bool = False,
     ):
         if evaluator not in EVALUATORS:
             raise AdapterError(
@@ -188,6 +189,18 @@ class HFModel(HFBase):
             raise AdapterError(
                 f"--evaluator {evaluator}: dynamic rope scaling rescales with the current "
                 "length, so cached keys disagree with new ones; use full or window"
+            )
+        self.cache_positions = bool(cache_positions)
+        if self.cache_positions and (evaluator not in ("stream", "sinks") or not self.rotary):
+            raise AdapterError(
+                f"--cache-positions re-indexes a rotary model's cached keys under --evaluator "
+                f"stream or sinks; this is {evaluator} on a model with "
+                f"{'rotary' if self.rotary else 'learned'} positions"
+            )
+        if self.cache_positions and rope not in (None, "default", "linear"):
+            raise AdapterError(
+                f"--cache-positions: rope type {rope!r} scales attention beyond a rotation, so "
+                "re-rotated keys would not be keys at their new positions; use text positions"
             )
         self._check_head()
 
@@ -534,7 +547,9 @@ class HFModel(HFBase):
                 vis = self._visible(q, k, doc_ids[r, s:e], doc_ids[r, k], geometry.reset)
                 window = (k[None, :] >= s - M) | sink[r, k][None, :]
                 vis = {kind: v & window for kind, v in vis.items()} if self.hybrid else vis & window
-                hidden, caches[r] = self._body(tokens[r, s:e], pos[r, s:e], vis, caches[r])
+                # re-indexed: the queries right after the cache's slots (keys re-rotated below)
+                qpos = kept.size + np.arange(e - s) if self.cache_positions else pos[r, s:e]
+                hidden, caches[r] = self._body(tokens[r, s:e], qpos, vis, caches[r])
                 t = s + 1 + np.flatnonzero(wanted[r, s + 1 : e + 1])
                 if t.size:
                     nll[r, t], correct[r, t] = self._scores(hidden, t - 1 - s, tokens[r, t])
@@ -550,7 +565,31 @@ class HFModel(HFBase):
                 for r, c in caches.items()
                 if end[r] > e or r in later  # still running, or a fork of it is yet to start
             }
+            if self.cache_positions:  # slot j was rotated at position slots[j]: move it to j
+                shift = np.arange(slots.size) - slots
+                if shift.any():
+                    for c in caches.values():
+                        self._rotate_keys(c, shift)
         return nll, correct
+
+    def _rotate_keys(self, cache, shift: np.ndarray) -> None:
+        """Rotate every layer's cached keys in place by `shift` positions each (one per slot):
+        a rotary key computed at position p then reads as computed at p + shift (rotations
+        compose: R(a)R(b) = R(a + b)), each layer by its own rotary embedding (Gemma 3: the
+        local and global ones differ)."""
+        from transformers.models.llama.modeling_llama import rotate_half
+
+        delta = torch.from_numpy(shift.astype(np.int64))[None].to(self.device)
+        kinds = getattr(self.config, "layer_types", None)
+        rotary = self.decoder.rotary_emb
+        for i, layer in enumerate(cache.layers):
+            keys = layer.keys
+            if kinds:
+                cos, sin = rotary(keys, delta, kinds[i])
+            else:
+                cos, sin = rotary(keys, delta)
+            cos, sin = cos[:, None].to(keys.dtype), sin[:, None].to(keys.dtype)
+            layer.keys = keys * cos + rotate_half(keys) * sin
 
     def _score_shared(self, tokens, doc_ids, positions, geometry, *, parent, shared):
         """`score_shared` of `full`, `stream` and `sinks` (`window` has no prefix to share: each

@@ -121,6 +121,7 @@ def load(
     dtype: str = "float32",
     sinks: int | None = None,
     model_id: str | None = None,
+    cache_positions: bool = False,
 ) -> HFModel:
     """A LossModel from a transformers model directory or a GGUF file (or a directory holding
     one). AdapterError (one line, naming the path) when it is not usable as asked."""
@@ -130,7 +131,7 @@ def load(
         if gguf is not None:
             return _load_gguf(
                 path, gguf, evaluator=evaluator, device=device, dtype=dtype, sinks=sinks,
-                model_id=model_id,
+                model_id=model_id, cache_positions=cache_positions,
             )  # fmt: skip
         raw = read_config(p)
     except ModelDirError as e:
@@ -163,7 +164,7 @@ def load(
     resolved = p.resolve()
     adapter = wrap(
         model, raw, path=resolved, sha256=weights_sha256(resolved), model_id=model_id,
-        evaluator=evaluator, dtype=dtype, sinks=sinks,
+        evaluator=evaluator, dtype=dtype, sinks=sinks, cache_positions=cache_positions,
     )  # fmt: skip
     adapter.tokenizer = stated_tokenizer(resolved)
     return adapter
@@ -309,7 +310,7 @@ def _no_gguf_progress_bar():
 
 def _load_gguf(
     path, file: Path, *, evaluator: str | None, device: str, dtype: str, sinks: int | None,
-    model_id: str | None,
+    model_id: str | None, cache_positions: bool = False,
 ) -> HFModel:  # fmt: skip
     """A LossModel from a GGUF file (module docstring); run.json's `model.extra.weights` says
     what was read: the file, its sha256, its quantization and that the weights were dequantized
@@ -319,13 +320,13 @@ def _load_gguf(
     with _gguf_parsed_once():
         return _load_gguf_parsed(
             path, file, evaluator=evaluator, device=device, dtype=dtype, sinks=sinks,
-            model_id=model_id,
+            model_id=model_id, cache_positions=cache_positions,
         )  # fmt: skip
 
 
 def _load_gguf_parsed(
     path, file: Path, *, evaluator: str | None, device: str, dtype: str, sinks: int | None,
-    model_id: str | None,
+    model_id: str | None, cache_positions: bool = False,
 ) -> HFModel:  # fmt: skip
     AutoModelForCausalLM = _transformers(path, gguf=True)
     header = gguf_header(file)
@@ -354,7 +355,7 @@ def _load_gguf_parsed(
     sha = file_sha256(resolved)
     adapter = wrap(
         model, raw, path=resolved, sha256=sha, model_id=model_id, evaluator=evaluator,
-        dtype=dtype, sinks=sinks,
+        dtype=dtype, sinks=sinks, cache_positions=cache_positions,
     )  # fmt: skip
     weights = {
         "format": "gguf",
@@ -410,7 +411,7 @@ def stated_tokenizer(path: Path) -> dict | None:
 
 def wrap(
     model, raw: dict, *, path: Path, sha256: str, model_id: str | None, evaluator: str,
-    dtype: str = "float32", sinks: int | None = None,
+    dtype: str = "float32", sinks: int | None = None, cache_positions: bool = False,
 ):  # fmt: skip
     """The adapter around a loaded transformers model (`raw`: its config as a dict), on the
     model's device; also what training's evaluation scores a model in training with. The
@@ -448,6 +449,11 @@ def wrap(
                 if evaluator == "sinks"
                 else {}
             ),
+            **(
+                {"cached_positions": "cache" if cache_positions else "text"}
+                if evaluator in ("stream", "sinks")
+                else {}
+            ),
         },
         **common,
     )
@@ -457,4 +463,5 @@ def wrap(
         evaluator=evaluator,
         dtype=dtype,
         sinks=DEFAULT_SINKS if sinks is None else int(sinks),
+        cache_positions=cache_positions,
     )

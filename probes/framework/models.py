@@ -294,7 +294,9 @@ def check_language(lm: Any, lang: Any, where: str, tokenizer: bool = True) -> No
         )
 
 
-def check_object_options(lm: Any, evaluator, device, dtype, sinks, cache) -> None:
+def check_object_options(
+    lm: Any, evaluator, device, dtype, sinks, cache, cache_positions=False
+) -> None:
     """Refuse (one line) an option that a LossModel object (a planted model, one built in
     Python) would ignore: it scores as it was built, and run.json must not record an evaluator,
     a precision or a device that did not score it."""
@@ -302,6 +304,7 @@ def check_object_options(lm: Any, evaluator, device, dtype, sinks, cache) -> Non
     given = [
         ("--cache", cache, cache is None),
         ("--sinks", sinks, sinks is None),
+        ("--cache-positions", "", not cache_positions),
         ("--evaluator", evaluator, evaluator in (None, info.evaluator)),
         # float32 is the option's default: what every model that has a choice is scored in
         ("--dtype", dtype, dtype in ("float32", info.dtype)),
@@ -331,6 +334,7 @@ class ModelCache:
         dtype: str,
         sinks: int | None = None,
         cache: str | None = None,
+        cache_positions: bool = False,
         log=None,
     ) -> Any:
         """The LossModel of `source` (a LossModel object is its own); `log(message)` hears of
@@ -338,9 +342,9 @@ class ModelCache:
         anything else to probes.adapters.txl; `evaluator` None is the adapter's default;
         `cache` (kv | hidden | auto; None: auto) is the Transformer-XL cached evaluator's."""
         if not isinstance(source, Path):
-            check_object_options(source, evaluator, device, dtype, sinks, cache)
+            check_object_options(source, evaluator, device, dtype, sinks, cache, cache_positions)
             return source  # a LossModel object
-        key = (str(source.resolve()), evaluator, device, dtype, sinks, cache)
+        key = (str(source.resolve()), evaluator, device, dtype, sinks, cache, cache_positions)
         if key not in self._loaded:
             from probes.adapters import txl as adapters
             from probes.adapters.hf_dir import ModelDirError, model_kind
@@ -364,7 +368,14 @@ class ModelCache:
                         )
 
                     lm = hf_load.load(
-                        source, evaluator=evaluator, device=device, dtype=dtype, sinks=sinks
+                        source, evaluator=evaluator, device=device, dtype=dtype, sinks=sinks,
+                        cache_positions=cache_positions,
+                    )  # fmt: skip
+                elif cache_positions:
+                    raise adapters.AdapterError(
+                        "--cache-positions applies to a rotary transformers model's stream or "
+                        f"sinks evaluator, not to the Transformer-XL checkpoint {str(source)!r} "
+                        "(its relative positions have no position to re-index)"
                     )
                 elif sinks is not None:
                     raise adapters.AdapterError(

@@ -97,6 +97,12 @@ class RunOptions:
         metavar="K",
         help="First tokens kept in the cache by --evaluator sinks. [default: 4]",
     )
+    cache_positions: bool = param(
+        False,
+        help="--evaluator stream or sinks on a rotary model: positions re-indexed inside the "
+        "cache (StreamingLLM's convention: cached keys re-rotated to their slots, a query "
+        "placed right after them) instead of the text's own positions. Recorded.",
+    )
     cache: Literal["auto", "kv", "hidden"] | None = param(
         None,
         help="What the Transformer-XL cached evaluator keeps of earlier segments: kv (each "

@@ -120,6 +120,7 @@ def prepare(
             dtype=opts.dtype,
             sinks=opts.sinks,
             cache=opts.cache,
+            cache_positions=opts.cache_positions,
             log=progress.log,
         )
         for s in sources
