@@ -302,13 +302,16 @@ def forward_flops(lm, tokens: int) -> float:
     return 2.0 * (params - emb) * tokens
 
 
-def whole_run(model: Path, distance: str, n: int, out: Path) -> tuple[float, float, int]:
+def whole_run(
+    model: Path, distance: str, n: int, out: Path, device: str, dtype: str
+) -> tuple[float, float, int]:
     """`probe run fact-swap` in a fresh process: (wall s, peak RSS MiB, exit code)."""
     from benchmarks.bench_probe_run import measure
 
     argv = [sys.executable, "-m", "probes.cli", "run", "fact-swap", "--model", str(model),
             "--haystack", "default", "--evaluator", "full", "--distance", distance, "--n",
-            str(n), "--mem", str(MEM), "--tgt-len", str(TGT), "--out", str(out), "--quiet"]  # fmt: skip
+            str(n), "--mem", str(MEM), "--tgt-len", str(TGT), "--out", str(out), "--quiet",
+            "--device", device, "--dtype", dtype]  # fmt: skip
     wall, rss, code, _ = measure(argv)
     return wall, rss, code
 
@@ -381,7 +384,7 @@ def run(console) -> None:
                         lm.tokenizer, lm.special_tokens = loaded.tokenizer, loaded.special_tokens
                         lm.tokenizer_origin = loaded.tokenizer_origin
                     runs[ev] = tool_run(lm, distance, n, out, device, dtype)
-                first = runs[evaluators[0]]
+                first = runs.get("full", runs[evaluators[0]])  # the floor's NLLs are full's
                 rows = stored_rows(first["run_dir"])
                 fl = floor(loaded, rows)
                 loop = plain_stream(loaded, rows, MEM, TGT)
@@ -414,7 +417,7 @@ def run(console) -> None:
                     f"{fl['max_diff']:.1e}", f"{loop['seconds']:.2f}", f"{tool_rate:.3f}",
                     peer_rate, differ,
                 )  # fmt: skip
-            wall, rss, code = whole_run(file, SETS["short"], sizes["short"], out)
+            wall, rss, code = whole_run(file, SETS["short"], sizes["short"], out, device, dtype)
             users.add_row(name, f"{load_s:.1f}", f"{wall:.1f}", f"{rss:,.0f}", str(code))
             del loaded
     for t in (phases, side, users):

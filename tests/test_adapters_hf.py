@@ -426,6 +426,49 @@ def test_on_cuda_the_adapter_scores_as_on_the_cpu(dirs, family):
     assert np.isfinite(got.nll[scored]).all()
 
 
+def test_full_keeps_a_shared_bases_variants_in_its_shapes_so_blind_tokens_stay_exact(dirs):
+    """One base, two variants (edits at 3 and at f2) and the mistral model's sliding window:
+    tokens past the first edit's reach are blind to it, so variant 1 must score them bitwise as
+    the base does — whatever the other variant's fork point cuts into the base."""
+    m = lm(dirs, "mistral", "full")
+    n = 120
+    tokens, docs, scored = rows(n=n, b=3, seed=3)
+    docs[:] = docs[0]
+    tokens[1], tokens[2] = tokens[0], tokens[0]
+    tokens[1, 3] = (tokens[0, 3] + 1) % V
+    reach = m.n_layer * SW
+    blind = np.arange(3 + reach + 2, n)
+    for f2 in range(3 + reach + 4, n - 1, 9):
+        t = tokens.copy()
+        t[2, f2] = (t[0, f2] + 1) % V
+        x = m.score_shared(t, docs, scored, geo(0, 8, False), parent=np.array([-1, 0, 0]),
+                           shared=np.array([0, 3, f2]))  # fmt: skip
+        assert np.array_equal(x.nll[0, blind], x.nll[1, blind]), f2
+
+
+def test_a_contrast_row_under_full_forwards_its_answer_only(dirs, monkeypatch):
+    """Base, variant and each one's contrast row (3 answer tokens replaced at 30): the two
+    contrast rows add 3 + 3 forwarded tokens, not two more rows."""
+    m = lm(dirs, "llama", "full")
+    tokens, docs, scored = rows(n=34, b=4, seed=5)
+    tokens[1:] = tokens[0]
+    tokens[1, 5] = (tokens[0, 5] + 1) % V
+    tokens[3] = tokens[1]
+    tokens[2:, 30:33] = (tokens[0, 30:33] + 2) % V
+    scored[:] = False
+    scored[:, 30:33] = True
+    forwarded = []
+    body = m._body
+    monkeypatch.setattr(
+        m, "_body", lambda ids, *a, **k: forwarded.append(len(ids)) or body(ids, *a, **k)
+    )
+    m.score_shared(tokens, docs, scored, geo(0, 8, False), parent=np.array([-1, 0, 0, 1]),
+                   shared=np.array([0, 5, 30, 30]))  # fmt: skip
+    # base: inputs 0 … 31; variant from 4 (fork_plan: b + 1 <= shared); each contrast row
+    # from 29 to its last input 31
+    assert sum(forwarded) == 32 + (32 - 4) + 3 + 3, forwarded
+
+
 def test_long_nll_under_sinks_is_stream_until_the_cache_first_cuts(dirs, tmp_path):
     """Both evaluators see the whole text until the cache is first cut (mem 16: the targets up
     to 17 at least), bitwise; after it the kept first tokens change the scores."""
@@ -469,3 +512,46 @@ def test_cache_positions_are_refused_where_there_is_nothing_to_reindex(dirs):
     for family, ev in (("llama", "full"), ("llama", "window"), ("gpt2", "stream")):
         with pytest.raises(AdapterError, match="--cache-positions"):
             hf_load.load(dirs[family], evaluator=ev, cache_positions=True)
+
+
+def test_cache_positions_refusals_name_what_would_work(dirs, tmp_path):
+    mamba = tiny_transformers(tmp_path / "mamba", "mamba")
+    with pytest.raises(AdapterError, match="not state"):  # before the weights are read
+        hf_load.load(mamba, cache_positions=True)
+    m = hf_load.load(dirs["llama"], evaluator="sinks", cache_positions=True)
+    tokens, docs, scored = rows(n=40, b=1, boundary=20, seed=2)
+    with pytest.raises(AdapterError, match="--carry"):
+        m.score(tokens, docs, scored, geo(8, 4, True))
+    m.score(tokens, docs, scored, geo(8, 4, False))  # one stream of slots: fine under carry
+
+
+def test_the_sinks_report_judges_every_claim_from_runs_of_one_cache_size(dirs, tmp_path):
+    """long-nll under full, window, stream and 1 / 4 / 8 sinks at a cache of 16 (sinks + recent),
+    and stream at another size: the claims rest on the runs of one size, each with an interval."""
+    from probes.report import sinks as report
+
+    runs = []
+    for ev, k, mem in (
+        ("full", None, 16),
+        ("window", None, 16),
+        ("stream", None, 16),
+        ("stream", None, 8),
+        ("sinks", 1, 15),
+        ("sinks", 4, 12),
+        ("sinks", 8, 8),
+    ):
+        extra = ["--sinks", str(k)] if k else []
+        r = invoke(["run", "long-nll", "--model", str(dirs["llama"]), "--evaluator", ev, *extra,
+                    "--mem", str(mem), "--tgt-len", "8", "--length", "96", "--n", "3", "--json",
+                    "--threads", "1", "--out", str(tmp_path)])  # fmt: skip
+        assert r.exit_code == 0, r.stderr
+        runs.append(json.loads(r.stdout)["run_dir"])
+    out = tmp_path / "sinks.md"
+    assert report.main([*runs, "--out", str(out)]) == 0
+    (table,) = json.loads(out.with_suffix(".json").read_text())
+    sizes = {}
+    for c in table["claims"]:
+        sizes.setdefault(c["claim"].split("(cache ")[1].split(")")[0], []).append(c)
+    assert sorted(sizes) == ["16", "8"] and len(sizes["16"]) == len(sizes["8"]) == 4
+    assert all(c["difference"]["ci95"] and c["result"] != "not measured" for c in sizes["16"])
+    assert all(c["result"] == "not measured" for c in sizes["8"])  # no other policy at 8

@@ -74,6 +74,7 @@ def test_a_cut_context_costs_exactly_where_fewer_tokens_are_visible():
     (["--length", "5", "--stride", "4"], "leave nothing to score"),
     (["--length", "1000001"], "--length"),
     (["--mem", "0", "--tgt-len", "1"], "leaves no band"),
+    (["--mem", "300", "--length", "320"], "end before the cache first cuts"),
 ])  # fmt: skip
 def test_sizes_it_cannot_use_are_refused_in_one_line_before_any_directory(tmp_path, args, says):
     r = CliRunner().invoke(cli, ["run", "long-nll", "--model", "default", *args, "--out",
@@ -91,4 +92,5 @@ def test_the_cli_writes_its_bands_and_curve(tmp_path):
     doc = json.loads(r.stdout)
     assert [b["positions"] for b in doc["bins"]][:2] == ["1–95", "96–191"]
     assert doc["metrics"]["policy"]["mem_len"] == 32 and doc["metrics"]["length"] == 256
+    assert doc["metrics"]["fill_from"] == 65  # the segment starting at 64 is the first past mem
     assert (tmp_path / "long-nll").exists() and "nll_by_position.png" in doc["plots"]

@@ -229,6 +229,9 @@ def recomputed_from_the_stored_token_ids(full, run_dir: Path) -> None:
 
     texts = np.load(run_dir / "texts.npz", allow_pickle=False)
     tokens = np.load(run_dir / "tokens.npz", allow_pickle=False)
+    answer = tokens["pair"] == 0
+    alt = texts["alt_tokens"][texts["alt_offsets"][0] : texts["alt_offsets"][1]]
+    assert len(alt) == answer.sum()  # the contrast answer, one token per answer token
     first = int(texts["base_tokens"][0])
     assert full.tokenizer["added_tokens"] and first == vocab_id(full, "<|im_start|>")
     for side in ("base", "variant"):

@@ -17,7 +17,7 @@ def runs(tmp_path_factory):
     return [
         probes.run("long-nll", model="default", mem=m, length=256, n=3, stride=s, out=out,
                    progress=False).run_dir
-        for m, s in ((0, 1), (64, 1), (64, 4))
+        for m, s in ((0, 1), (64, 1), (32, 4))
     ]  # fmt: skip
 
 
@@ -49,6 +49,21 @@ def test_a_difference_is_the_mean_over_texts_on_the_positions_both_scored(runs):
 ])  # fmt: skip
 def test_a_verdict_follows_the_interval_against_the_margin(ci, kind, word):
     assert sinks.judge({"mean": sum(ci) / 2, "ci95": list(ci)}, kind) == word
+
+
+def test_two_runs_of_one_policy_on_the_same_texts_are_refused(runs, tmp_path):
+    from pathlib import Path
+
+    a = sinks.load(Path(runs[1]))
+    with pytest.raises(ValueError, match="ran the same policy"):
+        sinks.groups([a, dict(a, dir=Path("elsewhere"))])
+
+
+def test_bad_command_lines_are_one_line_and_exit_2(runs, tmp_path, capsys):
+    assert sinks.main([runs[0], "--out"]) == 2
+    assert sinks.main([runs[0], "--out", str(tmp_path / "no" / "such" / "dir.md")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("error: ") for line in err)
 
 
 def test_runs_that_claim_the_same_texts_but_differ_are_refused(runs, tmp_path):

@@ -257,7 +257,9 @@ class HFModel(HFBase):
         """Bytes one forward needs at `geometry` (an estimate, checked before a run starts): the
         queries it really forwards (`window`: all W = mem + tgt; `full`: a row of mem + tgt
         tokens, what its default geometry holds; else tgt_len) against their keys — one layer's attention scores,
-        hidden states and feed-forward, the KV cache of every layer — and one output call."""
+        hidden states and feed-forward, the KV cache of every layer (`full`: three, a forked
+        family's running cache, the copy kept at a fork and the fork's own) — and one output
+        call."""
         c = self.config
         T, M = geometry.tgt_len, geometry.mem_len
         if self.evaluator in ("window", "full"):  # full: a row of mem + tgt_len tokens
@@ -273,7 +275,7 @@ class HFModel(HFBase):
         return item * (
             3 * heads * queries * keys
             + queries * (4 * d + 2 * ff)
-            + 2 * self.n_layer * keys * kv * head_dim
+            + (3 if self.evaluator == "full" else 1) * 2 * self.n_layer * keys * kv * head_dim
             + 2 * LOGIT_ROWS * int(c.vocab_size)
         )
 
@@ -451,8 +453,12 @@ class HFModel(HFBase):
     def _full_forked(self, tokens, doc_ids, positions, geometry, plan):
         """`full` over rows that fork (`plan` = (birth, end, parent) from fork_plan with
         segments of one token): row r runs over the inputs birth[r] … end[r] − 1 from a copy of
-        its parent's cache at birth[r], in pieces cut at its own forks' births, every earlier
-        key visible (within its document under reset)."""
+        its parent's cache at birth[r], every earlier key visible (within its document under
+        reset). Every row of a family (a root and all that fork from it) is cut at every birth
+        in the family after its own: a base shared by several variants and each of its variants
+        then forward what follows a cut in identical shapes. A family runs depth first and a
+        cache kept for a fork is dropped once its last fork has taken it, so a call holds one
+        family's caches at a time."""
         from transformers import DynamicCache
 
         B, N = tokens.shape
@@ -465,21 +471,33 @@ class HFModel(HFBase):
         self._check_positions(pos, doc_ids, needed)
         nll = np.full((B, N), np.nan)
         correct = np.zeros((B, N), dtype=bool)
-        forks = {r: {int(birth[c]) for c in np.flatnonzero(parent == r)} for r in range(B)}
-        at_fork: dict[tuple[int, int], object] = {}  # (row, inputs done) → its cache there
-        done: set[int] = set()
-        while len(done) < B:  # parents before their forks
-            ready = [r for r in range(B) if r not in done and (parent[r] < 0 or parent[r] in done)]
-            for r in ready:
-                done.add(r)
+        children = {
+            r: sorted(np.flatnonzero(parent == r), key=lambda c: birth[c]) for r in range(B)
+        }
+        root = np.arange(B)
+        for r in range(B):
+            while parent[root[r]] >= 0:
+                root[r] = parent[root[r]]
+        born = {int(x): {int(birth[c]) for c in range(B) if root[c] == x and parent[c] >= 0}
+                for x in set(root.tolist())}  # fmt: skip
+        waiting = {}  # (row, inputs done) → [its cache there, forks yet to take it]
+        for top in [r for r in range(B) if parent[r] < 0]:
+            stack = [top]
+            while stack:
+                r = stack.pop()
                 b = int(birth[r]) if parent[r] >= 0 else 0
                 if b:
                     p = int(parent[r])
                     nll[r, : b + 1], correct[r, : b + 1] = nll[p, : b + 1], correct[p, : b + 1]
-                    cache = _select(at_fork[(p, b)], np.arange(b), self.device)
+                    held = waiting[(p, b)]
+                    held[1] -= 1
+                    cache = held[0] if held[1] == 0 else _select(held[0], np.arange(b), self.device)
+                    if held[1] == 0:
+                        del waiting[(p, b)]
                 else:
                     cache = DynamicCache()
-                cuts = sorted({b, int(end[r])} | {f for f in forks[r] if b < f < end[r]})
+                forks = {int(birth[c]) for c in children[r]}
+                cuts = sorted({b, int(end[r])} | {f for f in born[int(root[r])] if b < f < end[r]})
                 for s, e in itertools.pairwise(cuts):
                     q, k = np.arange(s, e), np.arange(e)
                     vis = self._visible(q, k, doc_ids[r, s:e], doc_ids[r, :e], geometry.reset)
@@ -487,8 +505,10 @@ class HFModel(HFBase):
                     t = s + 1 + np.flatnonzero(wanted[r, s + 1 : e + 1])
                     if t.size:
                         nll[r, t], correct[r, t] = self._scores(hidden, t - 1 - s, tokens[r, t])
-                    if e in forks[r]:
-                        at_fork[(r, e)] = _select(cache, np.arange(e), self.device)
+                    if e in forks:
+                        takers = sum(1 for c in children[r] if birth[c] == e)
+                        waiting[(r, e)] = [_select(cache, np.arange(e), self.device), takers]
+                stack.extend(reversed(children[r]))  # the earliest-born fork runs next
         return nll, correct
 
     def _sink_rows(self, doc_ids: np.ndarray, reset: bool) -> np.ndarray:
@@ -514,6 +534,14 @@ class HFModel(HFBase):
         B, N = tokens.shape
         T, M = geometry.tgt_len, geometry.mem_len
         last = int(np.flatnonzero(positions.any(0)).max())
+        if self.cache_positions and self.sinks and geometry.reset:
+            documents = [len(np.unique(d[d >= 0])) for d in doc_ids]
+            if max(documents, default=1) > 1:  # every document's sinks share the cache's slots
+                raise AdapterError(
+                    "--cache-positions with --evaluator sinks under --reset: rows of several "
+                    "documents keep each document's sinks in one cache, so a row's slots "
+                    "would depend on the others; use --carry or text positions"
+                )
         if plan is None:
             plan = (np.zeros(B, np.int64), np.full(B, last), np.full(B, -1))
         birth, end, parent = plan
@@ -583,13 +611,13 @@ class HFModel(HFBase):
         kinds = getattr(self.config, "layer_types", None)
         rotary = self.decoder.rotary_emb
         for i, layer in enumerate(cache.layers):
-            keys = layer.keys
+            keys = layer.keys.float()  # a key is re-rotated at every cut: no bfloat16 drift
             if kinds:
                 cos, sin = rotary(keys, delta, kinds[i])
             else:
                 cos, sin = rotary(keys, delta)
-            cos, sin = cos[:, None].to(keys.dtype), sin[:, None].to(keys.dtype)
-            layer.keys = keys * cos + rotate_half(keys) * sin
+            cos, sin = cos[:, None].float(), sin[:, None].float()
+            layer.keys = (keys * cos + rotate_half(keys) * sin).to(layer.keys.dtype)
 
     def _score_shared(self, tokens, doc_ids, positions, geometry, *, parent, shared):
         """`score_shared` of `full`, `stream` and `sinks` (`window` has no prefix to share: each

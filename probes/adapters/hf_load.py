@@ -138,7 +138,7 @@ def load(
         raise AdapterError(str(e)) from None
     if dtype not in DTYPE_BYTES:
         raise AdapterError(f"--dtype {dtype!r}: use float32, bfloat16 or float64")
-    evaluator = _evaluator_for(raw["model_type"], evaluator, path, sinks)
+    evaluator = _evaluator_for(raw["model_type"], evaluator, path, sinks, cache_positions)
     size = config_size(raw)
     check_load_memory(
         repr(str(path)), max(stored_elements(p), size["lower_bound"] if size else 0), dtype
@@ -170,9 +170,11 @@ def load(
     return adapter
 
 
-def _evaluator_for(model_type: str, evaluator: str | None, path, sinks: int | None) -> str:
+def _evaluator_for(
+    model_type: str, evaluator: str | None, path, sinks: int | None, cache_positions=False
+) -> str:
     """The evaluator a model of `model_type` is scored with (its default when None), refused
-    when it does not fit."""
+    when it does not fit — before the weights are read."""
     from probes.adapters import hf_state
 
     if model_type in RECURRENT:
@@ -192,6 +194,11 @@ def _evaluator_for(model_type: str, evaluator: str | None, path, sinks: int | No
             )
     if sinks is not None and evaluator != "sinks":
         raise AdapterError(f"--sinks applies to --evaluator sinks only, not {evaluator}")
+    if cache_positions and evaluator not in ("stream", "sinks"):
+        raise AdapterError(
+            f"--cache-positions re-indexes the cached keys of --evaluator stream or sinks, "
+            f"not {evaluator}"
+        )
     return evaluator
 
 
@@ -331,7 +338,8 @@ def _load_gguf_parsed(
     AutoModelForCausalLM = _transformers(path, gguf=True)
     header = gguf_header(file)
     arch = str(header["architecture"] or "")
-    _evaluator_for(arch if arch in RECURRENT else arch or "gguf", evaluator, path, sinks)  # early
+    early = arch if arch in RECURRENT else arch or "gguf"
+    _evaluator_for(early, evaluator, path, sinks, cache_positions)  # before the weights
     check_load_memory(repr(str(path)), header["values"], dtype, GGUF_LOAD_FACTOR)
     placed = placement(device)
     where = dict(local_files_only=True, trust_remote_code=False, gguf_file=file.name)
@@ -347,7 +355,7 @@ def _load_gguf_parsed(
         ) from None
     raw = model.config.to_dict()
     raw.pop("quantization_config", None)  # the dequantized model is not quantized
-    evaluator = _evaluator_for(raw.get("model_type", ""), evaluator, path, sinks)
+    evaluator = _evaluator_for(raw.get("model_type", ""), evaluator, path, sinks, cache_positions)
     model = (model if placed else model.to(device)).eval()
     resolved = file.resolve()
     from txl.io import file_sha256

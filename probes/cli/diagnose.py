@@ -26,9 +26,11 @@ from probes.framework.options import RunOptions, output_options
     "--distance",
     default=None,
     metavar="LO-HI,…",
-    help="Distance bins (fact's last token → first answer token, e.g. 16-64,700-900) for every "
-    "probe of the suite that has them (fact-swap, fact-rebind, fact-update, topic-shift, "
-    "cross-doc), recorded in run.json. [default: each probe's auto bins]",
+    help="Distance bins (e.g. 16-64,700-900) for every probe of the suite that has them, each "
+    "reading them as its own --distance does: fact-swap and fact-rebind from the fact to the "
+    "answer, fact-update from the stale statement to the answer, topic-shift from the replaced "
+    "region to the scored window, cross-doc from A's fact to the document boundary. Recorded "
+    "in run.json. [default: each probe's auto bins]",
 )
 @click.option(
     "--skip",

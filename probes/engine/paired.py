@@ -88,8 +88,14 @@ def text_arrays(jobs: Sequence[Job]) -> dict[str, np.ndarray]:
     from the row start to its last scored token; `base_doc_ids` the same slice: the document
     each token belongs to, which --reset masks by), the variant likewise; tokens.npz's
     `position_base` / `position_variant` index into these rows. Pair k is tokens.npz's and
-    samples.jsonl's `pair` k."""
+    samples.jsonl's `pair` k. With a contrast answer, pair k's contrast rows are its base and
+    variant rows with the answer tokens replaced by `alt_tokens[alt_offsets[k]:alt_offsets[k +
+    1]]` (empty: no contrast)."""
     out: dict[str, np.ndarray] = {}
+    if any(job.alt is not None for job in jobs):
+        alts = [np.asarray(job.alt or (), dtype=np.int32) for job in jobs]
+        out["alt_offsets"] = np.r_[0, np.cumsum([len(a) for a in alts])].astype(np.int64)
+        out["alt_tokens"] = np.concatenate(alts).astype(np.int32)
     for side in ("base", "variant"):
         rows = []
         for job in jobs:

@@ -15,10 +15,11 @@ loss of the sinks). Every `--stride`-th position is scored (with a recompute eva
 scored token costs a window of its own: raise --stride there).
 
 Per text (the unit of analysis) and position band: the mean NLL of its scored tokens. Bands are
-W = mem + tgt positions wide (the cut cache's direct window): [1, W), [W, 2W), …; a band's NLL is
-the mean over texts with a 95 % Student-t interval, and its perplexity exp(NLL). `after_fill`:
-positions ≥ W, where a cut cache has dropped the text's start and the policies part; `before`:
-positions < W, where every policy sees the whole text so far (under the same chunking).
+W = mem + tgt positions wide: [1, W), [W, 2W), …; a band's NLL is the mean over texts with a
+95 % Student-t interval, and its perplexity exp(NLL). `after_fill`: targets from F on, the first
+one whose segment (of tgt_len queries) starts past mem, F = (⌊mem / tgt⌋ + 1)·tgt + 1: there a
+cut cache has dropped the text's start and the policies part; `before`: targets below F, which
+see the whole text so far under every policy of the same chunking.
 
 What changes with chunking: a streaming evaluator scores `tgt_len` tokens per step, so a query
 at offset o of its segment sees mem + o + 1 keys (StreamingLLM fed one token per step: a cache of
@@ -47,7 +48,7 @@ BANDS_MAX = 16  # bands shown; later positions fall in the last one
 ROOM = 8  # haystack tokens a text leaves unused (runs are cut at piece boundaries)
 
 
-@probe("long-nll", version=1)
+@probe("long-nll", version=2)
 class LongNLL(Probe):
     """Per-token loss by position over texts many caches long, under the run's cache policy."""
 
@@ -89,6 +90,7 @@ class LongNLL(Probe):
             raise ProbeInputError(
                 f"{self.name}: mem + tgt = {self.band} leaves no band; raise --mem"
             )
+        self.fill = (g.mem_len // g.tgt_len + 1) * g.tgt_len + 1  # the first target cut off
         length = self.params.length or 4 * self.band
         fn = getattr(ctx.model, "max_row_length", None)
         longest = fn(g) if fn is not None else None
@@ -108,6 +110,14 @@ class LongNLL(Probe):
             raise ProbeInputError(
                 f"{self.name}: texts of {length} tokens leave nothing to score at --stride "
                 f"{self.params.stride}; give a longer --length or a smaller --stride"
+            )
+        if length <= self.fill + self.params.stride:
+            shortened = not self.params.length and limits and length < 4 * self.band
+            cut = f" (all that {limits[-1][1]} hold)" if shortened else ""
+            raise ProbeInputError(
+                f"{self.name}: texts of {length:,} tokens{cut} end before the cache first cuts "
+                f"the text (target {self.fill:,} at mem {g.mem_len}, tgt {g.tgt_len}): nothing "
+                "to compare after it; give a longer --length or a smaller --mem"
             )
         self.length = length
         rng = ctx.rng(self.name, length)
@@ -150,8 +160,8 @@ class LongNLL(Probe):
             if not np.all(np.isfinite(curve)):
                 raise RuntimeError(f"{self.name}: the model returned a non-finite NLL")
             rec: dict[str, Any] = {"text": i, "length": self.length}
-            rec["nll_before"] = _mean(curve[self.scored < self.band])
-            rec["nll_after_fill"] = _mean(curve[self.scored >= self.band])
+            rec["nll_before"] = _mean(curve[self.scored < self.fill])
+            rec["nll_after_fill"] = _mean(curve[self.scored >= self.fill])
             rec["bands"] = [_mean(curve[(self.scored >= lo) & (self.scored < hi)])
                             for lo, hi in self.bands]  # fmt: skip
             out.append((rec, curve))
@@ -175,7 +185,11 @@ class LongNLL(Probe):
                     "ppl": _ppl(d["mean"]),
                 }
             )
-        metrics: dict[str, Any] = {"band_width": self.band, "length": self.length}
+        metrics: dict[str, Any] = {
+            "band_width": self.band,
+            "fill_from": self.fill,
+            "length": self.length,
+        }
         for part in ("before", "after_fill"):
             d = stats.describe(np.array([r[f"nll_{part}"] for r in records], dtype=float))
             metrics[f"nll_{part}"] = {"mean": d["mean"], "ci95": d["ci95"], "n": d["n"]}
@@ -186,6 +200,8 @@ class LongNLL(Probe):
             "mem_len": g.mem_len,
             "tgt_len": g.tgt_len,
             "sinks": ctx.model.info.extra.get("sinks"),
+            "cached_positions": ctx.model.info.extra.get("cached_positions"),
+            "dtype": ctx.model.info.dtype,
         }
         outcome = Outcome(
             metrics=metrics,
@@ -207,7 +223,7 @@ class LongNLL(Probe):
         sinks = metrics["policy"]["sinks"]
         outcome.verdict = (
             f"{self.name}: NLL {_num(after['mean'])} (PPL {_num(metrics['ppl_after_fill'], 2)}) "
-            f"after the cache fills (positions ≥ {self.band:,}), {_num(before['mean'])} before, "
+            f"after the cache fills (targets ≥ {self.fill:,}), {_num(before['mean'])} before, "
             f"over {len(records)} texts of {self.length:,} tokens — {ctx.model.info.evaluator}, "
             f"mem {g.mem_len}, tgt {g.tgt_len}" + (f", {sinks} sinks" if sinks is not None else "")
         )
@@ -251,9 +267,10 @@ def _num(x, digits: int = 3) -> str:
 
 
 METRIC_DOCS = {
-    "nll_after_fill": "mean over texts of each text's mean NLL at positions ≥ mem + tgt (after "
-    "a cut cache has dropped the text's start), with its 95% t interval",
-    "nll_before": "the same at positions < mem + tgt",
+    "nll_after_fill": "mean over texts of each text's mean NLL at targets ≥ fill_from (after a "
+    "cut cache has dropped the text's start), with its 95% t interval",
+    "nll_before": "the same at targets < fill_from",
+    "fill_from": "(⌊mem / tgt⌋ + 1)·tgt + 1: the first target whose segment starts past mem",
     "ppl_after_fill": "exp(nll_after_fill.mean): the perplexity StreamingLLM reports",
     "ppl_before": "exp(nll_before.mean)",
     "band_width": "mem + tgt: the width of a position band",

@@ -54,32 +54,46 @@ def load(run_dir: Path) -> dict[str, Any]:
     run = json.loads((run_dir / "run.json").read_text())
     if summary.get("probe") != "long-nll":
         raise ValueError(f"{run_dir} is a {summary.get('probe')} run, not long-nll")
-    with np.load(run_dir / "tokens.npz", allow_pickle=False) as z:
-        scores = {k: z[k] for k in ("text", "position", "nll")}
     with np.load(run_dir / "texts.npz", allow_pickle=False) as z:
         tokens = z["tokens"]
-    policy = summary["metrics"]["policy"]
+    with np.load(run_dir / "tokens.npz", allow_pickle=False) as z:
+        scores = {k: z[k] for k in ("text", "position", "nll")}
+    m = summary["metrics"]
+    policy = m["policy"]
+    mem, tgt = policy["mem_len"], policy["tgt_len"]
+    positions = policy.get("cached_positions") or run["model"].get("extra", {}).get(
+        "cached_positions"
+    )
     return {
         "dir": run_dir,
         "model": summary["model"]["id"],
-        "seed": run["seeds"]["seed"] if isinstance(run.get("seeds"), dict) else summary["seed"],
-        "length": summary["metrics"]["length"],
-        "band": summary["metrics"]["band_width"],
+        "seed": summary["seed"],
+        "dtype": summary.get("dtype"),
+        "length": m["length"],
+        # the first target a cut cache has cut off (long-nll v1 did not record it)
+        "fill": m.get("fill_from") or (mem // tgt + 1) * tgt + 1,
         "evaluator": policy["evaluator"],
-        "mem": policy["mem_len"],
-        "tgt": policy["tgt_len"],
+        "mem": mem,
+        "tgt": tgt,
         "sinks": policy.get("sinks"),
+        "positions": positions or "text",
         "tokens": tokens,
         "scores": scores,
         "elapsed_s": summary.get("elapsed_s"),
     }
 
 
+def cache_size(r: dict) -> int:
+    """Keys a query keeps besides its own segment: mem (+ the sinks), or the window's mem."""
+    return r["mem"] + (r["sinks"] or 0)
+
+
 def name(r: dict) -> str:
+    where = ", positions re-indexed in the cache" if r["positions"] == "cache" else ""
     if r["evaluator"] == "sinks":
-        return f"{r['sinks']} sinks + {r['mem']} recent"
+        return f"{r['sinks']} sinks + {r['mem']} recent{where}"
     if r["evaluator"] == "stream":
-        return f"window attention ({r['mem']} recent)"
+        return f"window attention ({r['mem']} recent){where}"
     if r["evaluator"] == "window":
         return f"sliding window with recomputation ({r['mem'] + r['tgt']})"
     return r["evaluator"]
@@ -143,38 +157,58 @@ def judge(d: dict | None, kind: str) -> str:
     )
 
 
+def identity(r: dict) -> tuple:
+    return (r["evaluator"], r["sinks"], r["mem"], r["tgt"], r["positions"])
+
+
 def groups(runs: list[dict]) -> list[list[dict]]:
-    """Runs that scored the same texts, in the order first seen."""
+    """Runs that scored the same texts at one dtype, in the order first seen; two runs of one
+    policy in a group are refused (which one a claim rests on would be a guess)."""
     out: dict[tuple, list[dict]] = {}
     for r in runs:
-        key = (r["model"], r["seed"], r["length"], r["tokens"].shape)
+        key = (r["model"], r["seed"], r["length"], r["tokens"].shape, r["dtype"])
         out.setdefault(key, []).append(r)
     for members in out.values():
-        for r in members[1:]:
+        seen = {}
+        for r in members:
             if not np.array_equal(r["tokens"], members[0]["tokens"]):
                 raise ValueError(
                     f"{r['dir']} and {members[0]['dir']} claim the same texts but differ in "
                     "their tokens"
                 )
+            if identity(r) in seen:
+                raise ValueError(
+                    f"{r['dir']} and {seen[identity(r)]} ran the same policy on the same texts; "
+                    "give one of them"
+                )
+            seen[identity(r)] = r["dir"]
     return list(out.values())
 
 
-def find(group: list[dict], evaluator: str, sinks: int | None = None, tgt: int | None = None):
+def find(group: list[dict], evaluator: str, *, sinks=None, tgt=None, positions=None, cache=None):
+    """The run of a policy: `cache` (keys kept besides the segment) picks the cache size."""
     for r in group:
-        if r["evaluator"] == evaluator and (sinks is None or r["sinks"] == sinks):
-            if tgt is None or r["tgt"] == tgt:
-                return r
+        if r["evaluator"] != evaluator or (sinks is not None and r["sinks"] != sinks):
+            continue
+        if tgt is not None and r["tgt"] != tgt:
+            continue
+        if positions is not None and r["positions"] != positions:
+            continue
+        if cache is not None and cache_size(r) != cache:
+            continue
+        return r
     return None
 
 
 def group_table(group: list[dict]) -> dict[str, Any]:
-    start = max(r["band"] for r in group)
     tgt = max(r["tgt"] for r in group)
     main = [r for r in group if r["tgt"] == tgt]
-    full, recompute = find(main, "full"), find(main, "window")
+    start = max(r["fill"] for r in main)
+    full = find(main, "full")
     rows = []
     order = {"full": 0, "window": 1, "stream": 2, "sinks": 3}
-    for r in sorted(main, key=lambda r: (order.get(r["evaluator"], 9), r["sinks"] or 0)):
+    for r in sorted(main, key=lambda r: (order.get(r["evaluator"], 9), r["positions"],
+                                         r["sinks"] or 0)):  # fmt: skip
         pos = common_positions([r], start)
         nll = float(per_text(r, pos).mean())
         rows.append(
@@ -184,48 +218,65 @@ def group_table(group: list[dict]) -> dict[str, Any]:
                 "sinks": r["sinks"],
                 "mem": r["mem"],
                 "tgt": r["tgt"],
+                "positions": r["positions"],
                 "nll_after_fill": nll,
                 "ppl_after_fill": math.exp(nll),
                 "vs_full": difference(r, full, start) if full and r is not full else None,
-                "vs_recompute": difference(r, recompute, start)
-                if recompute and r is not recompute
-                else None,
                 "run": str(r["dir"]),
                 "elapsed_s": r["elapsed_s"],
             }
         )
-    stream, s1, s4, s8 = (find(main, "stream"), find(main, "sinks", 1), find(main, "sinks", 4),
-                          find(main, "sinks", 8))  # fmt: skip
 
     def diff(a, b):
         return difference(a, b, start) if a is not None and b is not None else None
 
-    claims = [
-        ("window attention hurts once the cache fills: Δ(window − recompute) > +m",
-         PUBLISHED["table1"], diff(stream, recompute), "above"),
-        ("4 sinks + recent recover recomputation: Δ(4 sinks − recompute) < +m",
-         PUBLISHED["table1"], diff(s4, recompute), "not_above"),
-        ("one sink recovers most of the loss: Δ(1 sink − window) < −m",
-         PUBLISHED["table2"], diff(s1, stream), "below"),
-        ("8 sinks add little to 4: Δ(8 − 4 sinks) within ±m",
-         PUBLISHED["table2"], diff(s8, s4), "within"),
-    ]  # fmt: skip
+    claims = []
+    streams = sorted((r for r in main if r["evaluator"] == "stream"),
+                     key=lambda r: (r["positions"] != "text", cache_size(r)))  # fmt: skip
+    for stream in streams:  # one block of claims per cache size and position convention
+        positions = stream["positions"]
+        size = cache_size(stream)  # the cache every compared policy keeps
+        recompute = find(main, "window", cache=size)
+        s1, s4, s8 = (find(main, "sinks", sinks=k, positions=positions, cache=size)
+                      for k in (1, 4, 8))  # fmt: skip
+        where = (
+            f" (cache {size:,}" + (", positions re-indexed" if positions == "cache" else "") + ")"
+        )
+        claims += [
+            {"claim": f"window attention hurts once the cache fills{where}: "
+                      "Δ(window − recompute) > +m",
+             "published": PUBLISHED["table1"], "difference": diff(stream, recompute),
+             "kind": "above"},
+            {"claim": f"4 sinks + recent recover recomputation{where}: "
+                      "Δ(4 sinks − recompute) < +m",
+             "published": PUBLISHED["table1"], "difference": diff(s4, recompute),
+             "kind": "not_above"},
+            {"claim": f"one sink recovers most of the loss{where}: Δ(1 sink − window) < −m",
+             "published": PUBLISHED["table2"], "difference": diff(s1, stream), "kind": "below"},
+            {"claim": f"8 sinks add little to 4{where}: Δ(8 − 4 sinks) within ±m",
+             "published": PUBLISHED["table2"], "difference": diff(s8, s4), "kind": "within"},
+        ]  # fmt: skip
+    for c in claims:
+        c["result"] = judge(c["difference"], c.pop("kind"))
     chunking = []
     for ev in ("stream", "sinks"):
         one, many = find(group, ev, tgt=1), find(group, ev, tgt=64)
         if one is not None and many is not None:
-            chunking.append({"policy": name(one), "difference": difference(one, many, start)})
+            chunking.append(
+                {
+                    "policy": name(one),
+                    "difference": difference(one, many, max(one["fill"], many["fill"])),
+                }
+            )
     first = group[0]
     return {
         "model": first["model"],
         "length": first["length"],
         "texts": len(first["tokens"]),
+        "dtype": first["dtype"],
         "after_fill_from": start,
         "rows": rows,
-        "claims": [
-            {"claim": c, "published": p, "difference": d, "result": judge(d, k)}
-            for c, p, d, k in claims
-        ],
+        "claims": claims,
         "chunking": chunking,
     }
 
@@ -246,12 +297,12 @@ def markdown(tables: list[dict]) -> str:
             f"fills (positions ≥ {t['after_fill_from']:,})\n"
         )
         if t["rows"]:
-            out.append("| policy | NLL | PPL | Δ vs full [95% CI] | Δ vs recompute [95% CI] |")
-            out.append("|---|---|---|---|---|")
+            out.append("| policy | NLL | PPL | Δ vs full [95% CI] |")
+            out.append("|---|---|---|---|")
             for r in t["rows"]:
                 out.append(
                     f"| {r['policy']} | {r['nll_after_fill']:.3f} | {r['ppl_after_fill']:.2f} "
-                    f"| {fmt_diff(r['vs_full'])} | {fmt_diff(r['vs_recompute'])} |"
+                    f"| {fmt_diff(r['vs_full'])} |"
                 )
             out.append("")
             out.append("| claim | published | ours: Δ [95% CI] | verdict |")
@@ -273,9 +324,13 @@ def markdown(tables: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    """Exit 0 with the tables printed (and written with --out); bad input: one line, exit 2."""
     out = None
     if "--out" in argv:
         k = argv.index("--out")
+        if k + 1 >= len(argv):
+            print("error: --out needs a file name, e.g. --out sinks.md", file=sys.stderr)
+            return 2
         out, argv = argv[k + 1], argv[:k] + argv[k + 2 :]
     if not argv:
         print("usage: python -m probes.report.sinks RUN_DIR… [--out FILE.md]", file=sys.stderr)
@@ -283,13 +338,20 @@ def main(argv: list[str]) -> int:
     try:
         runs = [load(Path(a)) for a in argv]
         tables = [group_table(g) for g in groups(runs)]
-    except (OSError, ValueError, KeyError) as e:
+    except KeyError as e:
+        print(f"error: not a long-nll run directory of this version (no {e})", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     text = markdown(tables)
     if out:
-        Path(out).write_text(text)
-        Path(out).with_suffix(".json").write_text(json.dumps(tables, indent=1, default=str))
+        try:
+            Path(out).write_text(text)
+            Path(out).with_suffix(".json").write_text(json.dumps(tables, indent=1, default=str))
+        except OSError as e:
+            print(f"error: cannot write {out!r}: {e.strerror or e}", file=sys.stderr)
+            return 2
     print(text)
     return 0
 
