@@ -250,3 +250,18 @@ def test_cross_doc_leaves_out_padding_the_haystack_cannot_hold_and_says_why(mode
                     str(tmp_path / "given"), *FAST])  # fmt: skip
     assert given.exit_code == 2 and "--check-tail off" in given.stderr, given.stderr
     assert len(given.stderr.strip().splitlines()) == 1 and not (tmp_path / "given").exists()
+
+
+def test_auto_bins_cut_to_a_short_haystack_say_so(model, tmp_path):
+    from pathlib import Path
+
+    words = Path(__file__).resolve().parents[1].joinpath("docs", "design.md").read_text().split()
+    hay = tmp_path / "hay.txt"
+    hay.write_text(" ".join(words[:120]))
+    r = invoke(["run", "fact-swap", "--model", model, "--haystack", str(hay), "--mem", "256",
+                "--out", str(tmp_path / "o"), "--n", "2", "--quiet"])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("bins: "))
+    assert "cut to" in line and "the haystack's" in line
+    (summary,) = (tmp_path / "o").glob("fact-swap/*/*/summary.json")
+    assert json.loads(summary.read_text())["metrics"]["bins_cut"] == line.removeprefix("bins: ")

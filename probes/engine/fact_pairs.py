@@ -120,6 +120,11 @@ def distance_bins(text: str, ctx: RunContext, minimum: int | None = None) -> lis
                 f"{what} leave room for no distance bin (up to {top:,} tokens) at this geometry; "
                 "lower --mem or give --distance"
             )
+        ctx.bins_cut = (
+            f"auto bins {', '.join(f'{lo}-{hi}' for lo, hi in bins)} cut to "
+            f"{', '.join(f'{lo}-{hi}' for lo, hi in kept)}: {what} hold distances up to "
+            f"{top:,} tokens"
+        )
         bins = kept
     if bins[0][0] < lowest:
         if given is None:  # auto with a tiny horizon: start at the minimum

@@ -73,6 +73,7 @@ class RunContext:
     # A model with its own tokenizer: the probes.engine.bridge.Bridge its synth texts go through.
     bridge: Any = None
     unmatched: int = 0  # pairs that could not be kept aligned in the model's tokens (not scored)
+    bins_cut: str = ""  # what auto distance bins were cut to fit the texts, and why (else "")
     ranks: Any = None  # probes.framework.ranks.Ranks under torchrun; None: one process
 
     @property

@@ -270,6 +270,9 @@ def _execute(p: Prepared, run_dir: RunDir | None, options: RunOptions) -> Summar
             if ctx.text is not None or ctx.bridge is not None:
                 outcome.metrics["unmatched_pairs"] = ctx.unmatched
                 outcome.metric_docs["unmatched_pairs"] = UNMATCHED_DOC
+            if ctx.bins_cut:
+                outcome.metrics["bins_cut"] = ctx.bins_cut
+                outcome.metric_docs["bins_cut"] = BINS_CUT_DOC
             if outcome.arrays:
                 run_dir.write_npz("tokens.npz", outcome.arrays)
             if outcome.texts:
@@ -281,6 +284,11 @@ def _execute(p: Prepared, run_dir: RunDir | None, options: RunOptions) -> Summar
             run_dir.finish(record, passed=summary.passed, elapsed_s=summary.elapsed_s)
             return summary
 
+
+BINS_CUT_DOC = (
+    "the auto distance bins the run cut (or left out) so that its texts fit the model's "
+    "positions and the haystack, and the limit that cut them"
+)
 
 BFLOAT16_NOTE = (
     "note: bfloat16 moves per-pair deltas by tenths of a nat against float32 (SmolLM2-135M: up "

@@ -168,6 +168,8 @@ def print_summary(summary: dict, out=None) -> None:
             f"unmatched: {m['unmatched_pairs']} pairs not scored (not aligned in the model's "
             "tokens)"
         )
+    if m.get("bins_cut"):
+        c.print(f"bins: {m['bins_cut']}", soft_wrap=True)
     checks = summary.get("checks") or {}
     from probes.engine.checks import coverage
 
