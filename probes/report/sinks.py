@@ -91,7 +91,8 @@ def cache_size(r: dict) -> int:
 def name(r: dict) -> str:
     where = ", positions re-indexed in the cache" if r["positions"] == "cache" else ""
     if r["evaluator"] == "sinks":
-        return f"{r['sinks']} sinks + {r['mem']} recent{where}"
+        k = r["sinks"]
+        return f"{k} sink{'' if k == 1 else 's'} + {r['mem']} recent{where}"
     if r["evaluator"] == "stream":
         return f"window attention ({r['mem']} recent){where}"
     if r["evaluator"] == "window":
