@@ -316,9 +316,26 @@ def whole_run(
     return wall, rss, code
 
 
-def run(console) -> None:
+def new_tables(model: str):
+    """The three tables of one model (printed as soon as its runs end)."""
     from rich.table import Table
 
+    phases = Table(title=f"{model}: the tool by phase (seconds)")
+    for h in ("model", "set", "evaluator", "pairs", "texts", "forwards", "other scoring",
+              "statistics", "writing", "scoring", "× floor", "target"):  # fmt: skip
+        phases.add_column(h, justify="left" if h in ("model", "set", "evaluator") else "right")
+    side = Table(title=f"{model}: floor, plain loop and peer (same rows, same weights)")
+    for h in ("model", "set", "rows", "tokens", "floor s", "floor tok/s", "% fp32 peak",
+              "floor vs tool max |Δnll|", "plain loop s", "tool pairs/s", "peer pairs/s",
+              "peer requests re-tokenized differently"):  # fmt: skip
+        side.add_column(h, justify="left" if h in ("model", "set") else "right")
+    users = Table(title=f"{model}: probe run fact-swap --evaluator full, short set, fresh process")
+    for h in ("model", "load s (in process)", "wall s", "peak RSS MB", "exit"):
+        users.add_column(h, justify="left" if h == "model" else "right")
+    return phases, side, users
+
+
+def run(console) -> None:
     missing = _missing()
     if missing:
         console.print(f"[yellow]skipped real: {missing}[/yellow]")
@@ -347,21 +364,10 @@ def run(console) -> None:
         f"{cpu_count()} cores, {threads} threads, {device}, {dtype}; fp32 2048² matmul peak "
         f"{peak:,.0f} GFLOP/s; geometry mem {MEM} tgt {TGT}"
     )
-    phases = Table(title="the tool by phase (seconds)")
-    for h in ("model", "set", "evaluator", "pairs", "texts", "forwards", "other scoring",
-              "statistics", "writing", "scoring", "× floor", "target"):  # fmt: skip
-        phases.add_column(h, justify="left" if h in ("model", "set", "evaluator") else "right")
-    side = Table(title="floor, plain loop and peer (same rows, same weights)")
-    for h in ("model", "set", "rows", "tokens", "floor s", "floor tok/s", "% fp32 peak",
-              "floor vs tool max |Δnll|", "plain loop s", "tool pairs/s", "peer pairs/s",
-              "peer requests re-tokenized differently"):  # fmt: skip
-        side.add_column(h, justify="left" if h in ("model", "set") else "right")
-    users = Table(title="probe run fact-swap --evaluator full, short set, fresh process")
-    for h in ("model", "load s (in process)", "wall s", "peak RSS MB", "exit"):
-        users.add_column(h, justify="left" if h == "model" else "right")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         for name, file in files.items():
+            phases, side, users = new_tables(name)
             t0 = time.perf_counter()
             loaded = hf_load.load(file, evaluator="full", device=device, dtype=dtype)
             load_s = time.perf_counter() - t0
@@ -420,8 +426,8 @@ def run(console) -> None:
             wall, rss, code = whole_run(file, SETS["short"], sizes["short"], out, device, dtype)
             users.add_row(name, f"{load_s:.1f}", f"{wall:.1f}", f"{rss:,.0f}", str(code))
             del loaded
-    for t in (phases, side, users):
-        console.print(t)
+            for t in (phases, side, users):
+                console.print(t)
     console.print(
         "scoring = the probe's score_batches (forwards + other scoring); × floor: full and "
         "window against the floor, stream and sinks against the plain loop. Peer pairs/s: two "
