@@ -46,6 +46,7 @@ MEM, TGT = 256, 64
 SETS = {"short": "100-300", "long": "2000-4000"}
 FLOOR_BATCH = 4  # rows per floor forward, sorted by length
 PEER_BATCH = 4
+PEER_LOGIT_BYTES = 3 * 2**30  # lm-eval's logits at once (Gemma 3, 4 K tokens: 4 GiB per request)
 FULL_TARGET, STREAM_TARGET = 1.25, 1.5
 
 
@@ -259,8 +260,15 @@ def peer(lm, rows: list[dict], tokenizer) -> dict | str:
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
+    # the harness computes full-vocabulary logits at every position of a batch: size the batch
+    # to PEER_LOGIT_BYTES, and skip where one request alone would exceed it
+    longest = max(len(r["tokens"]) for r in rows)
+    one = longest * int(lm.model.config.vocab_size) * 4
+    if one > PEER_LOGIT_BYTES:
+        return f"skipped: {one / 2**30:.1f} GiB of logits per request"
+    batch = max(1, min(PEER_BATCH, PEER_LOGIT_BYTES // one))
     harness = HFLM(
-        pretrained=lm.model, tokenizer=tokenizer, batch_size=PEER_BATCH, device=str(lm.device),
+        pretrained=lm.model, tokenizer=tokenizer, batch_size=batch, device=str(lm.device),
         max_length=int(getattr(lm.model.config, "max_position_embeddings", 8192)),
         add_bos_token=True,
     )  # fmt: skip
