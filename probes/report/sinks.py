@@ -96,7 +96,10 @@ def name(r: dict) -> str:
     if r["evaluator"] == "stream":
         return f"window attention ({r['mem']} recent){where}"
     if r["evaluator"] == "window":
-        return f"sliding window with recomputation ({r['mem'] + r['tgt']})"
+        every = np.diff(np.unique(r["scores"]["position"]))
+        step = int(every.min()) if len(every) else 1
+        sampled = f"; every {step}th token" if step > 1 else ""
+        return f"sliding window with recomputation ({r['mem'] + r['tgt']}{sampled})"
     return r["evaluator"]
 
 
