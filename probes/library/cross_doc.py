@@ -168,7 +168,9 @@ class CrossDoc(Probe):
         )
         limit = row_limit(ctx)  # what a text can hold: the haystack, a model's positions
         if limit is not None:
-            room = limit[0] - offset - 2 * fact  # A's fact and B's lead, fact and answer
+            # A's fact, and B's fact and answer beside its offset, in the model's tokens
+            facts = 2 * (round(fact * ctx.bridge.filler_ratio) if ctx.bridge is not None else fact)
+            room = limit[0] - offset - facts
             if tail and p.check_tail == "auto" and bins[-1][1] + tail > room:
                 tail = 0  # the check's tokens do not fit: left out (the check says why)
                 self.tail_left_out = (
