@@ -429,39 +429,23 @@ class HFModel(HFBase):
         correct[~positions] = False
         return TokenScores(nll, correct)
 
-    def _full(self, tokens, doc_ids, positions, geometry):
-        """Each row in one forward over the inputs 0 … last − 1 (last: the call's last scored
-        position, the same length for every row of the call)."""
-        B, N = tokens.shape
-        last = int(np.flatnonzero(positions.any(0)).max())  # inputs 0 … last − 1 are needed
-        pos = self._positions(doc_ids, geometry.reset)
-        needed = np.zeros_like(positions)
-        needed[:, :last] = True
-        self._check_positions(pos, doc_ids, needed)
-        idx = np.arange(last)
-        nll = np.full((B, N), np.nan)
-        correct = np.zeros((B, N), dtype=bool)
-        for r in range(B):
-            t = np.flatnonzero(positions[r, : last + 1])
-            if not t.size:
-                continue
-            vis = self._visible(idx, idx, doc_ids[r, :last], doc_ids[r, :last], geometry.reset)
-            hidden, _ = self._body(tokens[r, :last], pos[r, :last], vis)
-            nll[r, t], correct[r, t] = self._scores(hidden, t - 1, tokens[r, t])
-        return nll, correct
-
-    def _full_forked(self, tokens, doc_ids, positions, geometry, plan):
-        """`full` over rows that fork (`plan` = (birth, end, parent) from fork_plan with
-        segments of one token): row r runs over the inputs birth[r] … end[r] − 1 from a copy of
-        its parent's cache at birth[r], every earlier key visible (within its document under
-        reset). Every row of a family (a root and all that fork from it) is cut at every birth
-        in the family after its own: a base shared by several variants and each of its variants
-        then forward what follows a cut in identical shapes. A family runs depth first and a
-        cache kept for a fork is dropped once its last fork has taken it, so a call holds one
-        family's caches at a time."""
+    def _full(self, tokens, doc_ids, positions, geometry, plan=None):
+        """Each row in one causal pass, every earlier key visible (within its document under
+        reset). `plan` = (birth, end, parent) from fork_plan with segments of one token
+        (score_shared): row r runs over the inputs birth[r] … end[r] − 1 from a copy of its
+        parent's cache at birth[r]. None: every row in one forward over the inputs 0 … last − 1
+        (last: the call's last scored position, the same length for every row of the call).
+        Every row of a family (a root and all that fork from it) is cut at every birth in the
+        family after its own: a base shared by several variants and each of its variants then
+        forward what follows a cut in identical shapes. A family runs depth first and a cache
+        kept for a fork is dropped once its last fork has taken it, so a call holds one
+        family's caches at a time; a row with no family is one forward without a cache."""
         from transformers import DynamicCache
 
         B, N = tokens.shape
+        if plan is None:
+            last = int(np.flatnonzero(positions.any(0)).max())  # inputs 0 … last − 1 are needed
+            plan = (np.zeros(B, np.int64), np.full(B, last), np.full(B, -1))
         birth, end, parent = plan
         wanted = _inherited(positions, birth, parent)
         pos = self._positions(doc_ids, geometry.reset)
@@ -495,7 +479,9 @@ class HFModel(HFBase):
                     if held[1] == 0:
                         del waiting[(p, b)]
                 else:
-                    cache = DynamicCache()
+                    cache = DynamicCache() if born[int(root[r])] else None
+                if not children[r] and not wanted[r, b + 1 :].any():
+                    continue  # nothing to score and nothing forks from it
                 forks = {int(birth[c]) for c in children[r]}
                 cuts = sorted({b, int(end[r])} | {f for f in born[int(root[r])] if b < f < end[r]})
                 for s, e in itertools.pairwise(cuts):
@@ -635,7 +621,7 @@ class HFModel(HFBase):
         plan = fork_plan(positions, np.asarray(parent), np.asarray(shared), T, N)
         with torch.inference_mode():
             if self.evaluator == "full":
-                nll, correct = self._full_forked(tokens, doc_ids, positions, geometry, plan)
+                nll, correct = self._full(tokens, doc_ids, positions, geometry, plan)
             else:
                 nll, correct = self._stream(tokens, doc_ids, positions, geometry, plan)
         nll[~positions] = np.nan
