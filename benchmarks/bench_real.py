@@ -139,18 +139,19 @@ def tool_run(lm, distance: str, n: int, out: Path, device: str, dtype: str) -> d
 def stored_rows(run_dir: Path) -> list[dict]:
     """Every scored row of a run (texts.npz, tokens.npz): tokens, scored positions, the tool's
     NLLs there, and the pair it belongs to."""
+    from probes.engine.paired import stored_row
+
     texts = np.load(run_dir / "texts.npz", allow_pickle=False)
     toks = np.load(run_dir / "tokens.npz", allow_pickle=False)
     rows = []
     for side in ("base", "variant"):
-        off = texts[f"{side}_offsets"]
-        for k in range(len(off) - 1):
+        for k in range(len(texts[f"{side}_offsets"]) - 1):
             at = toks["pair"] == k
             rows.append(
                 {
                     "pair": k,
                     "side": side,
-                    "tokens": texts[f"{side}_tokens"][off[k] : off[k + 1]].astype(np.int64),
+                    "tokens": stored_row(texts, side, k)[0],
                     "positions": toks[f"position_{side}"][at],
                     "nll": toks[f"nll_{side}"][at],
                 }

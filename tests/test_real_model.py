@@ -227,6 +227,8 @@ def recomputed_from_the_stored_token_ids(full, run_dir: Path) -> None:
     NLLs (one document per row here, so no mask is needed)."""
     import torch
 
+    from probes.engine.paired import stored_row
+
     texts = np.load(run_dir / "texts.npz", allow_pickle=False)
     tokens = np.load(run_dir / "tokens.npz", allow_pickle=False)
     answer = tokens["pair"] == 0
@@ -235,10 +237,10 @@ def recomputed_from_the_stored_token_ids(full, run_dir: Path) -> None:
     first = int(texts["base_tokens"][0])
     assert full.tokenizer["added_tokens"] and first == vocab_id(full, "<|im_start|>")
     for side in ("base", "variant"):
-        offsets = texts[f"{side}_offsets"]
-        assert len(offsets) == 3 and (np.diff(texts[f"{side}_doc_ids"]) == 0).all()
+        assert len(texts[f"{side}_offsets"]) == 3 and (np.diff(texts[f"{side}_doc_ids"]) == 0).all()
         for k in range(2):
-            row = texts[f"{side}_tokens"][offsets[k] : offsets[k + 1]].astype(np.int64)
+            row, docs = stored_row(texts, side, k)
+            assert (docs == docs[0]).all()
             with torch.inference_mode():
                 logits = full.model(input_ids=torch.from_numpy(row[None])).logits[0].double()
             at = tokens[f"position_{side}"][tokens["pair"] == k]

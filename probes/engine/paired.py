@@ -70,6 +70,13 @@ class Job:
     def distance(self) -> int:
         return int(self.base_targets[0]) - self.fact_end
 
+    def row_length(self, side: str) -> int:
+        """Tokens of the base (or variant) row a scoring call needs: up to its last scored
+        target, the check tail's included."""
+        targets = self.base_targets if side == "base" else self.variant_targets
+        tail = self.check_targets if self.check_targets is not None else targets[:0]
+        return int(max(targets.max(), tail.max(initial=0))) + 1
+
 
 @dataclass(frozen=True)
 class JobRows:
@@ -99,17 +106,20 @@ def text_arrays(jobs: Sequence[Job]) -> dict[str, np.ndarray]:
     for side in ("base", "variant"):
         rows = []
         for job in jobs:
-            example = getattr(job.pair, side)
-            targets = job.base_targets if side == "base" else job.variant_targets
-            last = int(targets.max())
-            if job.check_targets is not None and len(job.check_targets):
-                last = max(last, int(job.check_targets.max()))
-            rows.append((example.tokens[: last + 1], example.doc_ids[: last + 1]))
+            example, n = getattr(job.pair, side), job.row_length(side)
+            rows.append((example.tokens[:n], example.doc_ids[:n]))
         lengths = np.array([len(t) for t, _ in rows], dtype=np.int64)
         out[f"{side}_offsets"] = np.r_[0, np.cumsum(lengths)].astype(np.int64)
         out[f"{side}_tokens"] = np.concatenate([t for t, _ in rows]).astype(np.int32)
         out[f"{side}_doc_ids"] = np.concatenate([d for _, d in rows]).astype(np.int32)
     return out
+
+
+def stored_row(texts, side: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pair k's `side` ("base" or "variant") row from a run's texts.npz (`text_arrays`): its
+    token ids and document ids."""
+    a, b = texts[f"{side}_offsets"][k : k + 2]
+    return texts[f"{side}_tokens"][a:b].astype(np.int64), texts[f"{side}_doc_ids"][a:b]
 
 
 def edit_end(pair) -> int | None:
@@ -184,10 +194,7 @@ class PairedProbe(Probe):
             b, v = job.pair.base, job.pair.variant
             bt, vt = job.base_targets, job.variant_targets
             tail = job.check_targets if job.check_targets is not None else bt[:0]
-            lb, lv = (
-                int(max(bt.max(), tail.max(initial=0))) + 1,
-                int(max(vt.max(), tail.max(initial=0))) + 1,
-            )
+            lb, lv = job.row_length("base"), job.row_length("variant")
             shared = first_difference(b.tokens[:lb], b.doc_ids[:lb], v.tokens[:lv], v.doc_ids[:lv])
             check = np.arange(max(1, shared - n_check), min(shared, lb, lv))
             check = check[check < min(bt.min(), vt.min())]
