@@ -188,7 +188,10 @@ class CrossDoc(Probe):
                 )
             if not bins:
                 raise ProbeInputError(
-                    f"{limit[1]} leave room for no cross-doc gap at this geometry; lower --mem"
+                    f"{limit[1]} leave room for no cross-doc gap at this geometry"
+                    + (f" with B padded {tail:,} tokens past its query" if tail else "")
+                    + "; lower --mem"
+                    + (" or give --check-tail off" if tail else "")
                 )
         self.check_tail = (tail, CHECK_TAIL) if tail else (2, 0)
         self.tail_rng = ctx.rng(self.name, "tail")

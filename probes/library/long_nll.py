@@ -98,6 +98,7 @@ class LongNLL(Probe):
         if ctx.text is not None:
             n = ctx.text.haystack.n_tokens - ROOM
             limits.append((n, f"the haystack's {n + ROOM:,} tokens"))
+        cut_by = ""  # what shortened the default length
         for top, what in limits:
             if length > top:
                 if self.params.length:
@@ -105,15 +106,14 @@ class LongNLL(Probe):
                         f"--length {length:,}: {what} hold texts up to {top:,} tokens; give a "
                         "shorter --length"
                     )
-                length = top
+                length, cut_by = top, what
         if length < 2 * self.params.stride + 1:
             raise ProbeInputError(
                 f"{self.name}: texts of {length} tokens leave nothing to score at --stride "
                 f"{self.params.stride}; give a longer --length or a smaller --stride"
             )
         if length <= self.fill + self.params.stride:
-            shortened = not self.params.length and limits and length < 4 * self.band
-            cut = f" (all that {limits[-1][1]} hold)" if shortened else ""
+            cut = f" (all that {cut_by} hold)" if cut_by else ""
             raise ProbeInputError(
                 f"{self.name}: texts of {length:,} tokens{cut} end before the cache first cuts "
                 f"the text (target {self.fill:,} at mem {g.mem_len}, tgt {g.tgt_len}): nothing "
