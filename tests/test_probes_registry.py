@@ -14,7 +14,7 @@ from probes.framework import params as P
 from probes.framework import registry
 
 BUILTIN = {
-    "boundary", "context-sweep", "cross-doc", "distractor", "fact-delete", "fact-insert", "fact-rebind",
+    "boundary", "context-ablation", "context-sweep", "cross-doc", "distractor", "fact-delete", "fact-insert", "fact-rebind",
     "fact-swap", "fact-update", "long-nll", "recl", "speed", "topic-shift",
 }  # fmt: skip
 

@@ -110,6 +110,7 @@ def test_under_reset_b_scores_bitwise_the_same_after_any_real_text_a(model):
     ("context-sweep", ["--window", "120", "--facts", "2", "--contexts", "1,16,64"]),
     ("fact-delete", ["--distance", "40-60"]),
     ("long-nll", ["--length", "200"]),
+    ("context-ablation", ["--context", "24", "--window", "8", "--distance", "2,8"]),
 ])  # fmt: skip
 def test_the_other_probes_run_on_real_text_and_pass_their_checks(model, tmp_path, probe, extra):
     r = invoke(["run", probe, "--model", model, "--haystack", "default", *extra,

@@ -1,0 +1,419 @@
+"""context-ablation: how far back the context is used, and how — its far part dropped, shuffled or
+replaced (Khandelwal et al. 2018, "Sharp Nearby, Fuzzy Far Away").
+
+Each text is `--context` tokens of context and then `--window` scored tokens, one document. For
+every distance d of `--distance`, the context farther than d tokens before the first scored
+token (everything from the text's opening token to the boundary b = L − W − d, L the text's length;
+on real text b moves back to the start of the word it cuts, so whole words move) is ablated three
+ways, each a row of its own:
+
+- `drop`: the far context removed — the opening token, then the text from b on (truncation: what
+  a model with a context of d + W tokens sees; the scored tokens move to earlier positions);
+- `shuffle`: the far context's words in a random order (the same words, the same length, every
+  position from b on unchanged) — is its order used?
+- `replace`: the far context replaced by as many tokens of another haystack document (or another
+  synthetic text) — is its content used, beyond the length of the text?
+
+Per text (the unit of analysis) and row: the mean NLL of the W scored tokens; the text's effect
+is the ablated row's mean minus the intact text's, as a percentage of the intact mean (the
+scale of Khandelwal et al.'s "within 1 %"), and in nats beside it. Bins, one per (ablation, d):
+the mean effect with a 95 % Student-t interval over texts, the exact Wilcoxon signed-rank p
+(Holm across the bins) and the verdict against the margin of 1 % (negligible: the whole interval
+inside ±1 %, i.e. that far context is not used at the 1 % level). `effective`: per ablation, the
+smallest d from which every larger d's mean effect stays under 1 % (Khandelwal's effective
+context, for `drop`), and the smallest from which every row is negligible by its interval.
+
+What a distance means: the first scored token sees d intact tokens before the ablated part, the
+last one d + W − 1; `bins[].distance_mean` is the realised d (word starts move it back by up to a
+word). The rows are read by the run's evaluator: under a cut cache (`stream`, `window` with mem +
+tgt below the text's length) the far context may be out of the model's sight whatever it holds;
+`--evaluator full` measures the model alone.
+
+Default n = 16 texts of 512 + 16 tokens (less where the model's positions, the evaluator's
+window or the haystack hold less); each text costs 3·K + 1 rows for K distances.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from probes import stats
+from probes.framework.declarations import Column
+from probes.framework.params import increasing_ints, param
+from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
+from probes.framework.registry import probe
+
+ABLATIONS = ("drop", "shuffle", "replace")
+CONTEXT = 512  # the default context, when the model and the evaluator hold it
+THRESHOLD = 1.0  # percent of the intact loss: Khandelwal et al.'s "within 1 %"
+REDRAWS = 8  # draws of a shuffle or a foreign run before a text's cell is given up
+
+DISTANCE_HELP = (
+    "distances d (tokens from the ablated far context to the first scored token): 'auto' "
+    "(4, 8, 16, … below --context) or a comma list, e.g. 8,50,200"
+)
+
+
+def parse_distances(text: str, context: int | None = None) -> list[int]:
+    def auto() -> list[int]:
+        if context is None:
+            return []
+        return [d for d in (2**k for k in range(2, 20)) if d < context]
+
+    return increasing_ints(text, "distances", "8,50,200", auto)
+
+
+def check_distances(text: str) -> None:
+    parse_distances(text)
+
+
+@dataclass(frozen=True)
+class Ablated:
+    """One text and its ablations: `rows[(ablation, k)]` the tokens of the row for distance k
+    (None where no draw kept the scored part unchanged); `boundary[k]` where the kept context
+    starts (the intact text's index)."""
+
+    tokens: np.ndarray
+    boundary: list[int]
+    rows: dict[tuple[str, int], np.ndarray | None]
+
+
+@probe("context-ablation", version=1)
+class ContextAblation(Probe):
+    """Loss of a text's last tokens with its far context dropped, shuffled or replaced."""
+
+    @dataclass(frozen=True)
+    class Params:
+        distance: str = param("auto", help=DISTANCE_HELP, check=check_distances)
+        context: int = param(
+            0,
+            help=f"context tokens before the scored window (0: {CONTEXT}, within the model's "
+            "positions, the evaluator's mem + tgt and the haystack)",
+            min=0,
+            max=1_000_000,
+        )
+        window: int = param(16, help="scored tokens at the end of each text", min=1, max=4096)
+
+    default_n = 16
+    quick_n = 4
+    shards = True  # scores through score_batches only
+    needs_language = True
+    supports_haystack = True
+    margin = THRESHOLD
+    margin_unit = "% of the intact loss"
+    margin_why = (
+        "Khandelwal et al.'s rule: a context whose removal moves the loss by < 1 % is unused"
+    )
+    columns = (
+        Column("ablation", "ablation", identifies=True),
+        Column("d", "distance", identifies=True),
+        Column("n", "n"),
+        Column("Δ %", "delta_mean", "delta"),
+        Column("95% CI", "ci95", "ci"),
+        Column("Δ nats", "nats_mean", "f3"),
+        Column("p (Holm)", "p_value", "p"),
+        Column("verdict", "verdict", "left"),
+        Column("dropped", "dropped"),
+    )
+
+    def plan(self, ctx: RunContext) -> None:
+        p = self.params
+        g = ctx.geometry
+        W = p.window
+        limits = []
+        fn = getattr(ctx.model, "max_row_length", None)
+        longest = fn(g) if fn is not None else None
+        if longest is not None:
+            limits.append((longest, f"the model's {longest:,} positions"))
+        if ctx.model.info.evaluator not in ("full", None) and g.mem_len + g.tgt_len > 0:
+            band = g.mem_len + g.tgt_len
+            limits.append(
+                (band, f"the {ctx.model.info.evaluator} evaluator's mem + tgt ({band:,})")
+            )
+        if ctx.text is not None:
+            n = ctx.text.haystack.n_tokens // 2
+            limits.append((n, f"half the haystack's {ctx.text.haystack.n_tokens:,} tokens"))
+        context = p.context or CONTEXT
+        for top, what in limits:
+            if context + W > top:
+                if p.context:
+                    raise ProbeInputError(
+                        f"--context {context:,} + --window {W}: {what} hold texts of "
+                        f"{top:,} tokens; give a shorter --context"
+                    )
+                context = top - W
+        if context < 8:
+            raise ProbeInputError(
+                f"{self.name}: a context of {context} tokens leaves nothing to ablate; give a "
+                "smaller --window or a model and evaluator that see further"
+            )
+        self.context, self.length = context, context + W
+        try:
+            self.distances = parse_distances(p.distance, context)
+        except ValueError as e:
+            raise ProbeInputError(f"--distance: {e}") from None
+        if not self.distances or self.distances[-1] >= context:
+            raise ProbeInputError(
+                f"--distance {p.distance}: every distance must be below the context of "
+                f"{context:,} tokens (something must lie beyond it to ablate); give smaller ones"
+            )
+        rng = ctx.rng(self.name, self.length)  # the texts: the same for any --distance
+        self.texts = [self._text(ctx, rng, i) for i in range(ctx.n)]
+        self.scored = np.arange(context, self.length)
+
+    def _text(self, ctx: RunContext, rng, index: int) -> Ablated:
+        """A text and its 3·K ablated rows (each distance's draws a stream of their own)."""
+        from synth.generate import make_local_example
+        from synth.text.contexts import contiguous_text
+
+        first = self.context  # the first scored token
+        if ctx.text is None:
+            ex = make_local_example(ctx.lang, rng, self.length)
+            starts = np.arange(1, self.length)
+        else:
+            ex = contiguous_text(ctx.text, rng, self.length)
+            i, j = ex.meta["pieces"]
+            starts = 1 + np.concatenate([[0], np.cumsum(ctx.text.haystack.piece_lengths(i, j))])
+        tokens = ex.tokens
+        rows: dict[tuple[str, int], np.ndarray | None] = {}
+        boundary = []
+        for k, d in enumerate(self.distances):
+            b = int(starts[starts <= first - d].max())  # where the kept context starts
+            boundary.append(b)
+            rows["drop", k] = np.concatenate([tokens[:1], tokens[b:]])
+            for kind in ("shuffle", "replace"):
+                own = ctx.rng(self.name, self.length, index, d, kind)
+                rows[kind, k] = self._ablate(ctx, own, ex, kind, b)
+        return Ablated(tokens, boundary, rows)
+
+    def _ablate(self, ctx: RunContext, rng, ex, kind: str, b: int) -> np.ndarray | None:
+        """The text with tokens [1, b) shuffled by word or replaced by foreign tokens; None when
+        no draw leaves the tokens from b on as they are."""
+        from synth import rng as rnd
+        from synth.generate import make_local_example
+
+        tokens = ex.tokens
+        if b <= 1:  # nothing before the boundary but the opening token
+            return tokens.copy()
+        if ctx.text is None:  # the synthetic language: a token is a word
+            if kind == "shuffle":
+                far = tokens[1:b][rnd.permutation(rng, b - 1)]
+            else:
+                far = make_local_example(ctx.lang, rng, b).tokens[1:b]
+            return np.concatenate([tokens[:1], far, tokens[b:]])
+        from synth.text.haystack import HaystackError
+        from synth.text.render import Misaligned, Piece, render
+
+        world, h = ctx.text, ctx.text.haystack
+        i, j = ex.meta["pieces"]
+        lengths = np.asarray(h.piece_lengths(i, j))
+        n_far = int(np.searchsorted(1 + np.cumsum(lengths), b, side="right"))  # whole words
+        sep = Piece(world.tokenizer.separator, 0, "eod")
+        rest = list(range(i + n_far, j))
+        own_docs = {int(h.doc_of[x % h.n_pieces]) for x in range(i, j)}  # the text's documents
+        for _ in range(REDRAWS):
+            if kind == "shuffle":
+                order = [i + int(x) for x in rnd.permutation(rng, n_far)]
+            else:
+                try:
+                    doc, z0, z1 = h.document_run(rng, b - 1, exclude=int(h.doc_of[i % h.n_pieces]))
+                except HaystackError:
+                    return None
+                if doc in own_docs:
+                    continue
+                order = list(range(z0, z1))
+            idx = order + rest
+            pieces = [sep, *(Piece(h.pieces(x, x + 1)[0], 0) for x in idx)]
+            planned = [1, *(h.piece_lengths(x, x + 1)[0] for x in idx)]
+            try:
+                out = render(world.tokenizer, pieces, planned).tokens[: len(tokens)]
+            except Misaligned:
+                continue
+            if len(out) == len(tokens) and np.array_equal(out[b:], tokens[b:]):
+                return out
+        return None
+
+    def execute(self, ctx: RunContext) -> Outcome:
+        from probes.engine.rows import score_batches
+
+        K = len(self.distances)
+        records, _ = score_batches(
+            ctx,
+            list(range(len(self.texts))),
+            1 + len(ABLATIONS) * K,
+            f"{self.name}: scoring texts",
+            lambda items: self._score(ctx, items),
+        )
+        return self.summarize(ctx, records)
+
+    def _score(self, ctx: RunContext, items):
+        from probes.engine.rows import Rows
+        from probes.protocol import score_rows
+
+        W = self.params.window
+        rows, where = Rows(), []
+        for i in items:
+            t = self.texts[i]
+            rows.add(t.tokens, np.zeros(len(t.tokens)), self.scored)
+            keys = [key for key, row in t.rows.items() if row is not None]
+            for key in keys:
+                row = t.rows[key]
+                rows.add(row, np.zeros(len(row)), np.arange(len(row) - W, len(row)))
+            where.append(keys)
+        tokens, docs, pos, _, _ = rows.arrays(ctx.pad_id)
+        nll = score_rows(ctx.model, tokens, docs, pos, ctx.geometry).nll
+        r = 0
+        for i, keys in zip(items, where, strict=True):
+            intact = _window_mean(nll[r], pos[r])
+            rec: dict[str, Any] = {"text": i, "nll_intact": intact,
+                                   "boundary": self.texts[i].boundary}  # fmt: skip
+            for kind in ABLATIONS:
+                rec[kind] = [None] * len(self.distances)
+            for key in keys:
+                r += 1
+                rec[key[0]][key[1]] = _window_mean(nll[r], pos[r])
+            r += 1
+            yield rec, None
+
+    def summarize(self, ctx: RunContext, records: list[dict]) -> Outcome:
+        intact = np.array([r["nll_intact"] for r in records], dtype=float)
+        groups, nats, meta = [], [], []
+        for kind in ABLATIONS:
+            for k, d in enumerate(self.distances):
+                keep = [j for j, r in enumerate(records) if r[kind][k] is not None]
+                ablated = np.array([records[j][kind][k] for j in keep], dtype=float)
+                delta = ablated - intact[keep]
+                groups.append(100.0 * delta / intact[keep])
+                nats.append(delta)
+                realised = [self.length - self.params.window - records[j]["boundary"][k]
+                            for j in keep]  # fmt: skip
+                meta.append((kind, d, float(np.mean(realised)) if realised else None))
+        rows = stats.grouped(groups, ctx.margin)
+        bins = []
+        for (kind, d, realised), g, delta, row in zip(meta, groups, nats, rows, strict=True):
+            nd = stats.describe(delta)
+            bins.append({"ablation": kind, "distance": d, "distance_mean": realised, **row,
+                         "nats_mean": nd["mean"], "nats_ci95": nd["ci95"],
+                         "dropped": len(records) - len(g)})  # fmt: skip
+        effective = {kind: self._effective([b for b in bins if b["ablation"] == kind])
+                     for kind in ABLATIONS}  # fmt: skip
+        d_intact = stats.describe(intact)
+        metrics: dict[str, Any] = {
+            "context": self.context,
+            "window": self.params.window,
+            "distances": self.distances,
+            "nll_intact": {"mean": d_intact["mean"], "ci95": d_intact["ci95"], "n": d_intact["n"]},
+            "effective": effective,
+            "threshold_percent": THRESHOLD,
+            "policy": {
+                "evaluator": ctx.model.info.evaluator,
+                "mem_len": ctx.geometry.mem_len,
+                "tgt_len": ctx.geometry.tgt_len,
+                "dtype": ctx.model.info.dtype,
+            },
+        }
+        K = len(self.distances)
+        texts: dict[str, np.ndarray] = {
+            "tokens": np.stack([t.tokens for t in self.texts]).astype(np.int32),
+            "boundary": np.array([t.boundary for t in self.texts], dtype=np.int32),
+        }
+        for kind in ("shuffle", "replace"):  # drop rows are the intact text from the boundary on
+            stack = np.full((len(self.texts), K, self.length), -1, dtype=np.int32)
+            for i, t in enumerate(self.texts):
+                for k in range(K):
+                    if t.rows[kind, k] is not None:
+                        stack[i, k] = t.rows[kind, k]
+            texts[kind] = stack
+        outcome = Outcome(
+            metrics=metrics,
+            bins=bins,
+            metric_docs=METRIC_DOCS,
+            higher_is_better={"delta_mean": False},
+            n_pairs=len(records),
+            texts=texts,
+        )
+        parts = []
+        for kind in ABLATIONS:
+            e = effective[kind]
+            parts.append(f"{kind} {_reach(e['by_mean'])} (interval: {_reach(e['by_interval'])})")
+        outcome.verdict = (
+            f"{self.name}: the loss stays within {THRESHOLD:g} % of the intact text's from "
+            f"distance — {'; '.join(parts)} — over {len(records)} texts of {self.context:,} + "
+            f"{self.params.window} tokens, intact NLL {_num(d_intact['mean'])}"
+        )
+        outcome.plots = [self._plot(ctx, bins)]
+        return outcome
+
+    def _effective(self, bins: list[dict]) -> dict[str, Any]:
+        """The smallest d from which every larger d stays under the threshold: by the mean, and
+        by the interval (negligible); None when the last one does not."""
+
+        def first_of_tail(ok: list[bool]) -> int | None:
+            at = None
+            for b, good in zip(reversed(bins), reversed(ok), strict=True):
+                if not good:
+                    break
+                at = b["distance"]
+            return at
+
+        means = [b["delta_mean"] is not None and abs(b["delta_mean"]) < THRESHOLD for b in bins]
+        return {
+            "by_mean": first_of_tail(means),
+            "by_interval": first_of_tail([b["verdict"] == "negligible" for b in bins]),
+        }
+
+    def _plot(self, ctx, bins):
+        from probes.report import plots
+        from probes.report.plots import line_plot
+
+        series = {}
+        for kind, style in zip(ABLATIONS, ("-o", "-s", "-^"), strict=True):
+            mine = [b for b in bins if b["ablation"] == kind and b["delta_mean"] is not None]
+            series[kind] = {"x": [b["distance"] for b in mine],
+                            "y": [b["delta_mean"] for b in mine], "style": style}  # fmt: skip
+        return plots.deferred(
+            line_plot,
+            "context_ablation.png",
+            series,
+            title=f"{self.name} · {ctx.model.info.id}",
+            xlabel="distance d of the ablated context (tokens, log scale)",
+            ylabel="loss increase (% of the intact text's)",
+            logx=True,
+            hline=THRESHOLD,
+        )
+
+
+def _window_mean(nll: np.ndarray, scored: np.ndarray) -> float:
+    values = nll[scored]
+    if not np.all(np.isfinite(values)):
+        raise RuntimeError("context-ablation: the model returned a non-finite NLL")
+    return float(values.mean())
+
+
+def _reach(d: int | None) -> str:
+    return "never (not within the sweep)" if d is None else f"{d:,}"
+
+
+def _num(x, digits: int = 3) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+METRIC_DOCS = {
+    "bins[].delta_mean": "mean over texts of 100 · (NLL(ablated) − NLL(intact)) / NLL(intact), "
+    "each NLL the mean over the text's scored window; with its 95% t interval (ci95), exact "
+    "Wilcoxon p Holm-adjusted across the bins (p_value) and verdict against ±1 %",
+    "bins[].nats_mean": "the same difference in nats/token (nats_ci95: its t interval)",
+    "bins[].distance": "the nominal d; distance_mean: the realised d (word starts move it back)",
+    "bins[].dropped": "texts without that row (no shuffle or foreign run kept the rest unchanged)",
+    "effective": "per ablation: by_mean, the smallest d from which every larger d's mean effect "
+    "is under 1 %; by_interval, the smallest from which every row is negligible (its interval "
+    "inside ±1 %); None when the largest d is not",
+    "nll_intact": "mean over texts of the intact text's window NLL, with its 95% t interval",
+    "context": "context tokens before the scored window",
+    "window": "scored tokens per text",
+    "policy": "the evaluator, mem_len, tgt_len and dtype the rows were scored under",
+}
