@@ -30,13 +30,14 @@ does not hold on a model is a finding.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from probes.report import claims
 
 MARGIN = 0.05
 CITATION = (
@@ -50,10 +51,7 @@ PUBLISHED = {
 
 
 def load(run_dir: Path) -> dict[str, Any]:
-    summary = json.loads((run_dir / "summary.json").read_text())
-    run = json.loads((run_dir / "run.json").read_text())
-    if summary.get("probe") != "long-nll":
-        raise ValueError(f"{run_dir} is a {summary.get('probe')} run, not long-nll")
+    summary, run = claims.read_run(run_dir, "long-nll")
     with np.load(run_dir / "texts.npz", allow_pickle=False) as z:
         tokens = z["tokens"]
     with np.load(run_dir / "tokens.npz", allow_pickle=False) as z:
@@ -140,25 +138,8 @@ def difference(a: dict, b: dict, start: int) -> dict[str, Any]:
 
 
 def judge(d: dict | None, kind: str) -> str:
-    """holds / does not hold / inconclusive for a difference's interval (module docstring)."""
-    if d is None or not d.get("ci95"):
-        return "not measured"
-    lo, hi = d["ci95"]
-    m = MARGIN
-    if kind == "above":  # the claim: the difference exceeds +m
-        return "holds" if lo > m else "does not hold" if hi < m else "inconclusive"
-    if kind == "not_above":  # the claim: the difference stays below +m
-        return "holds" if hi < m else "does not hold" if lo > m else "inconclusive"
-    if kind == "below":  # the claim: the difference is below −m
-        return "holds" if hi < -m else "does not hold" if lo > -m else "inconclusive"
-    # "within": inside ±m
-    return (
-        "holds"
-        if -m < lo and hi < m
-        else "does not hold"
-        if lo > m or hi < -m
-        else ("inconclusive")
-    )
+    """The claim's verdict on a difference (`probes.report.claims.judge`, margin MARGIN)."""
+    return claims.judge(None if d is None else d.get("ci95"), kind, MARGIN)
 
 
 def identity(r: dict) -> tuple:
@@ -285,13 +266,6 @@ def group_table(group: list[dict]) -> dict[str, Any]:
     }
 
 
-def fmt_diff(d: dict | None) -> str:
-    if d is None:
-        return "—"
-    lo, hi = d["ci95"] or (float("nan"), float("nan"))
-    return f"{d['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-
-
 def markdown(tables: list[dict]) -> str:
     out = [f"# Attention sinks on real text\n\nClaims of {CITATION}, judged on long-nll runs "
            f"(`probes/report/sinks.py`; margin m = {MARGIN} nats/token).\n"]  # fmt: skip
@@ -306,14 +280,14 @@ def markdown(tables: list[dict]) -> str:
             for r in t["rows"]:
                 out.append(
                     f"| {r['policy']} | {r['nll_after_fill']:.3f} | {r['ppl_after_fill']:.2f} "
-                    f"| {fmt_diff(r['vs_full'])} |"
+                    f"| {claims.fmt(r['vs_full'])} |"
                 )
             out.append("")
             out.append("| claim | published | ours: Δ [95% CI] | verdict |")
             out.append("|---|---|---|---|")
             for c in t["claims"]:
                 out.append(
-                    f"| {c['claim']} | {c['published']} | {fmt_diff(c['difference'])} | "
+                    f"| {c['claim']} | {c['published']} | {claims.fmt(c['difference'])} | "
                     f"{c['result']} |"
                 )
             out.append("")
@@ -322,42 +296,17 @@ def markdown(tables: list[dict]) -> str:
             out.append("| policy | Δ(tgt_len 1 − tgt_len 64) [95% CI] |")
             out.append("|---|---|")
             for c in t["chunking"]:
-                out.append(f"| {c['policy']} | {fmt_diff(c['difference'])} |")
+                out.append(f"| {c['policy']} | {claims.fmt(c['difference'])} |")
             out.append("")
     return "\n".join(out)
 
 
+def tables(run_dirs: list[Path]) -> list[dict]:
+    return [group_table(g) for g in groups([load(d) for d in run_dirs])]
+
+
 def main(argv: list[str]) -> int:
-    """Exit 0 with the tables printed (and written with --out); bad input: one line, exit 2."""
-    out = None
-    if "--out" in argv:
-        k = argv.index("--out")
-        if k + 1 >= len(argv):
-            print("error: --out needs a file name, e.g. --out sinks.md", file=sys.stderr)
-            return 2
-        out, argv = argv[k + 1], argv[:k] + argv[k + 2 :]
-    if not argv:
-        print("usage: python -m probes.report.sinks RUN_DIR… [--out FILE.md]", file=sys.stderr)
-        return 2
-    try:
-        runs = [load(Path(a)) for a in argv]
-        tables = [group_table(g) for g in groups(runs)]
-    except KeyError as e:
-        print(f"error: not a long-nll run directory of this version (no {e})", file=sys.stderr)
-        return 2
-    except (OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    text = markdown(tables)
-    if out:
-        try:
-            Path(out).write_text(text)
-            Path(out).with_suffix(".json").write_text(json.dumps(tables, indent=1, default=str))
-        except OSError as e:
-            print(f"error: cannot write {out!r}: {e.strerror or e}", file=sys.stderr)
-            return 2
-    print(text)
-    return 0
+    return claims.main(argv, "sinks", tables, markdown)
 
 
 if __name__ == "__main__":
