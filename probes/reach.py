@@ -305,7 +305,10 @@ def auto_bins(horizon: Horizon, lo: int = 8) -> list[tuple[int, int]]:
     layers is read most strongly just past the window; on a deep model the whole gap (n_layer
     windows: 30 × 2,048 tokens for SmolLM2-135M at its default geometry) would make texts n_layer
     times longer to ask the same question. A two-layer model's gap is narrower than that, so its
-    bin is the whole gap."""
+    bin is the whole gap. Where the layered bin is cut so, the beyond bin is left out too: it
+    asks for texts longer than the whole reach (13.7 K tokens for Gemma 3 270M, against 4 K for
+    the other bins) to confirm an exact zero, which an explicit --distance past the reach still
+    asks for."""
     (dmin, dmax), (rmin, rmax) = horizon.ranges()
     if rmax >= UNBOUNDED:  # nothing is beyond: two bins within what a short text can hold
         if horizon.state or dmax >= UNBOUNDED or dmax >= 16 * lo:
@@ -319,6 +322,8 @@ def auto_bins(horizon: Horizon, lo: int = 8) -> list[tuple[int, int]]:
         bins.append((2, max(2, dmax)))
     if rmin > dmax:
         bins.append((dmax + 1, min(rmin, 2 * dmax)))
+        if rmin > 2 * dmax:
+            return bins
     start = rmax + 1
     bins.append((start, start + max(32, rmax // 4)))
     return bins

@@ -133,10 +133,22 @@ def test_auto_bins_fall_in_one_region_each():
 def test_a_deep_models_layered_bin_stays_just_past_the_direct_window():
     h = Horizon(tgt_len=64, mem_len=1984, n_layer=30)
     (_, dmax), (rmin, _) = h.ranges()
-    lo, hi = auto_bins(h)[2]
+    bins = auto_bins(h)
+    lo, hi = bins[2]
     assert (lo, hi) == (dmax + 1, 2 * dmax) and hi < rmin
     deep = [h.unclipped(100_000 + o) for o in range(64)]  # every offset in a segment
     assert all(direct < lo and hi <= reach for direct, reach in deep)
+    assert len(bins) == 3  # no beyond bin: its texts would be 30 direct windows long
+
+
+def test_a_hybrid_models_auto_bins_ask_for_no_text_past_twice_its_direct_window():
+    """Gemma 3 270M at its default geometry: five 512-token sliding layers to one global; its
+    layered reach ends near 13.7 K tokens, the bins stay within 2 × 2,048."""
+    windows = tuple([512] * 5 + [None]) * 3
+    h = Horizon(tgt_len=64, mem_len=1984, n_layer=18, layer_windows=windows)
+    (_, dmax), (rmin, _) = h.ranges()
+    bins = auto_bins(h)
+    assert rmin > 2 * dmax and bins[-1] == (dmax + 1, 2 * dmax)
 
 
 def test_parse_ranges():
