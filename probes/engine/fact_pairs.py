@@ -79,22 +79,12 @@ ROW_ROOM = 48
 
 def row_limit(ctx: RunContext) -> tuple[int, str] | None:
     """The longest fact → answer distance the run's texts can hold and what limits it, or None
-    for no limit: a row of the model (`max_row_length`, an optional LossModel capability:
-    learned absolute positions end a row at the position table) and, on real text, the
-    haystack the filler is cut from."""
-    limits = []
-    fn = getattr(ctx.model, "max_row_length", None)
-    longest = fn(ctx.geometry) if fn is not None else None
-    if longest is not None:
-        limits.append(
-            (
-                longest - ROW_ROOM - ctx.geometry.tgt_len,
-                f"the {longest:,} positions of {ctx.model.info.id}",
-            )
-        )
-    if ctx.text is not None:
-        n = ctx.text.haystack.n_tokens
-        limits.append((n - ROW_ROOM, f"the haystack's {n:,} tokens"))
+    for no limit (`RunContext.length_limits`, less the room a fact-probe row keeps besides the
+    distance, and a segment where it is the model's row)."""
+    limits = [
+        (n - ROW_ROOM - (ctx.geometry.tgt_len if "positions" in what else 0), what)
+        for n, what in ctx.length_limits()
+    ]
     return min(limits) if limits else None
 
 

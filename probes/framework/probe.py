@@ -95,6 +95,21 @@ class RunContext:
                 "no draw fits the distance bins); try other --distance bins or --tokenizer synth"
             )
 
+    def length_limits(self) -> list[tuple[int, str]]:
+        """What bounds the length of a text this run can score, as (tokens, what) pairs: the
+        model's row (`max_row_length`, an optional LossModel capability: learned absolute
+        positions end a row at the position table) and, on real text, the haystack the text is
+        cut from. Each probe keeps its own room below them."""
+        out = []
+        fn = getattr(self.model, "max_row_length", None)
+        longest = fn(self.geometry) if fn is not None else None
+        if longest is not None:
+            out.append((longest, f"the model's {longest:,} positions"))
+        if self.text is not None:
+            n = self.text.haystack.n_tokens
+            out.append((n, f"the haystack's {n:,} tokens"))
+        return out
+
     @property
     def pad_id(self) -> int:
         return int(self.vocab.pad_id)

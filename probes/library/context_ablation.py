@@ -124,19 +124,14 @@ class ContextAblation(Probe):
         p = self.params
         g = ctx.geometry
         W = p.window
-        limits = []
-        fn = getattr(ctx.model, "max_row_length", None)
-        longest = fn(g) if fn is not None else None
-        if longest is not None:
-            limits.append((longest, f"the model's {longest:,} positions"))
+        # a replaced context comes from another document: half the haystack at most
+        limits = [(n // 2, f"half {what}") if "haystack" in what else (n, what)
+                  for n, what in ctx.length_limits()]  # fmt: skip
         if ctx.model.info.evaluator not in ("full", None) and g.mem_len + g.tgt_len > 0:
             band = g.mem_len + g.tgt_len
             limits.append(
                 (band, f"the {ctx.model.info.evaluator} evaluator's mem + tgt ({band:,})")
             )
-        if ctx.text is not None:
-            n = ctx.text.haystack.n_tokens // 2
-            limits.append((n, f"half the haystack's {ctx.text.haystack.n_tokens:,} tokens"))
         context = p.context or CONTEXT
         for top, what in limits:
             if context + W > top:

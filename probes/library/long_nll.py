@@ -92,12 +92,8 @@ class LongNLL(Probe):
             )
         self.fill = (g.mem_len // g.tgt_len + 1) * g.tgt_len + 1  # the first target cut off
         length = self.params.length or 4 * self.band
-        fn = getattr(ctx.model, "max_row_length", None)
-        longest = fn(g) if fn is not None else None
-        limits = [] if longest is None else [(longest, f"the model's {longest:,} positions")]
-        if ctx.text is not None:
-            n = ctx.text.haystack.n_tokens - ROOM
-            limits.append((n, f"the haystack's {n + ROOM:,} tokens"))
+        limits = [(n - ROOM if "haystack" in what else n, what)
+                  for n, what in ctx.length_limits()]  # fmt: skip
         cut_by = ""  # what shortened the default length
         for top, what in limits:
             if length > top:
