@@ -15,11 +15,14 @@ ways, each a row of its own:
   synthetic text) — is its content used, beyond the length of the text?
 
 Per text (the unit of analysis) and row: the mean NLL of the W scored tokens; the text's effect
-is the ablated row's mean minus the intact text's, as a percentage of the intact mean (the
-scale of Khandelwal et al.'s "within 1 %"), and in nats beside it. Bins, one per (ablation, d):
-the mean effect with a 95 % Student-t interval over texts, the exact Wilcoxon signed-rank p
-(Holm across the bins) and the verdict against the margin of 1 % (negligible: the whole interval
-inside ±1 %, i.e. that far context is not used at the 1 % level). `effective`: per ablation, the
+is the ablated row's mean minus the intact text's, in nats. Bins, one per (ablation, d): the
+relative change of the mean loss, 100 · mean(effect) / mean(intact NLL) over the texts (the
+scale of Khandelwal et al.'s "within 1 %"; a ratio of means, as a loss over a corpus is, so a
+text the model nearly copies does not swamp the rest), with its 95 % Student-t interval (the
+effects' interval on the same scale, the intact mean taken as fixed), the exact Wilcoxon
+signed-rank p (Holm across the bins) and the verdict against the margin of 1 % (negligible: the
+whole interval inside ±1 %, i.e. that far context is not used at the 1 % level); the effect in
+nats beside it. `effective`: per ablation, the
 smallest d from which every larger d's mean effect stays under 1 % (Khandelwal's effective
 context, for `drop`), and the smallest from which every row is negligible by its interval.
 
@@ -282,7 +285,10 @@ class ContextAblation(Probe):
                 keep = [j for j, r in enumerate(records) if r[kind][k] is not None]
                 ablated = np.array([records[j][kind][k] for j in keep], dtype=float)
                 delta = ablated - intact[keep]
-                groups.append(100.0 * delta / intact[keep])
+                # the relative change of the mean loss (ratio of means, not mean of ratios: a
+                # text that copies is nearly free, and its ratio would swamp the rest)
+                scale = 100.0 / intact[keep].mean() if keep else 0.0
+                groups.append(scale * delta)
                 nats.append(delta)
                 realised = [self.length - self.params.window - records[j]["boundary"][k]
                             for j in keep]  # fmt: skip
@@ -398,9 +404,10 @@ def _num(x, digits: int = 3) -> str:
 
 
 METRIC_DOCS = {
-    "bins[].delta_mean": "mean over texts of 100 · (NLL(ablated) − NLL(intact)) / NLL(intact), "
-    "each NLL the mean over the text's scored window; with its 95% t interval (ci95), exact "
-    "Wilcoxon p Holm-adjusted across the bins (p_value) and verdict against ±1 %",
+    "bins[].delta_mean": "100 · mean over texts of (NLL(ablated) − NLL(intact)) / mean over texts "
+    "of NLL(intact), each NLL the mean over the text's scored window; with its 95% t interval "
+    "(ci95: the differences' interval on the same scale), exact Wilcoxon p Holm-adjusted across "
+    "the bins (p_value) and verdict against ±1 %",
     "bins[].nats_mean": "the same difference in nats/token (nats_ci95: its t interval)",
     "bins[].distance": "the nominal d; distance_mean: the realised d (word starts move it back)",
     "bins[].dropped": "texts without that row (no shuffle or foreign run kept the rest unchanged)",

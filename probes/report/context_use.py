@@ -132,8 +132,8 @@ def tables(run_dirs: list[Path]) -> list[dict]:
 def markdown(tables_: list[dict]) -> str:
     out = [f"# How far back the context is used\n\nClaims of {CITATION}, judged on "
            f"context-ablation runs (`probes/report/context_use.py`; margin {MARGIN:g} % of the "
-           "intact loss). Effects: 100 · (NLL ablated − NLL intact) / NLL intact, mean over texts "
-           "[95% t interval].\n"]  # fmt: skip
+           "intact loss). Effects: 100 · mean(NLL ablated − NLL intact) / mean(NLL intact) over "
+           "texts [95% t interval].\n"]  # fmt: skip
     for t in tables_:
         nll = t["nll_intact"]
         out.append(
@@ -146,11 +146,9 @@ def markdown(tables_: list[dict]) -> str:
             cells = [claims.fmt(r.get(a), 2) for a in ("drop", "shuffle", "replace")]
             out.append(f"| {r['distance']:,} | " + " | ".join(cells) + " |")
         eff = t["effective"]
-        out.append(
-            "\nWithin 1 % from d (by the mean; by the interval): "
-            + "; ".join(f"{a} {_d(e['by_mean'])}; {_d(e['by_interval'])}" for a, e in eff.items())
-            + "\n"
-        )
+        reach = [f"{a}: {_d(e['by_mean'])} by the mean, {_d(e['by_interval'])} by the interval"
+                 for a, e in eff.items()]  # fmt: skip
+        out.append(f"\nThe loss stays within 1 % from d = {'; '.join(reach)}\n")
         out.append(
             "| claim | published (LSTM) | ours: ablation at d | effect % [95% CI] | verdict |"
         )
@@ -166,7 +164,7 @@ def markdown(tables_: list[dict]) -> str:
 
 
 def _d(d: int | None) -> str:
-    return "not within the sweep" if d is None else f"{d:,}"
+    return "none of the sweep" if d is None else f"{d:,}"
 
 
 def main(argv: list[str]) -> int:
