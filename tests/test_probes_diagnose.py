@@ -213,3 +213,60 @@ def test_distance_goes_to_every_probe_with_distance_bins_and_is_recorded(models,
                  "--out", tmp_path / "bad")  # fmt: skip
     assert bad.exit_code == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_resumed_diagnose_keeps_the_probe_runs_it_finished_and_ends_as_a_whole_one(
+    models, tmp_path, monkeypatch
+):
+    """Interrupted at its third probe, then resumed: the first two runs are read back (not run
+    again), the rest run, and the table equals an uninterrupted diagnose's number for number."""
+    from probes.framework import runner
+
+    whole = json.loads(invoke("diagnose", "--model", models["m"], "--quick", "--out",
+                              tmp_path / "whole", "--json").stdout)  # fmt: skip
+    executed = []
+    real = runner.execute
+
+    def stops_at_the_third(plan, **kw):
+        executed.append(plan.cls.name)
+        if len(executed) == 3:
+            raise KeyboardInterrupt
+        return real(plan, **kw)
+
+    monkeypatch.setattr(runner, "execute", stops_at_the_third)
+    r = CliRunner().invoke(cli, ["diagnose", "--model", str(models["m"]), "--quick", "--out",
+                                 str(tmp_path / "cut")])  # fmt: skip
+    assert r.exit_code == 130
+    (run_dir,) = (tmp_path / "cut" / "diagnose").glob("*/*")
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+    first_two = executed[:2]
+
+    executed.clear()
+    monkeypatch.setattr(runner, "execute", lambda plan, **kw: executed.append(plan.cls.name)
+                        or real(plan, **kw))  # fmt: skip
+    r = invoke("diagnose", "--resume", run_dir, "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert not set(first_two) & set(executed) and len(executed) == len(whole["runs"]) - 2
+    assert [(x["effect"], x["value"], x["ci95"]) for x in doc["rows"]] == [
+        (x["effect"], x["value"], x["ci95"]) for x in whole["rows"]
+    ]
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "complete" and len(record["resumed_utc"]) == 1
+    assert all((run_dir / rel).is_dir() for rel in doc["runs"].values())
+
+
+def test_resume_refuses_what_it_cannot_finish_in_one_line(models, tmp_path):
+    r = invoke("diagnose", "--model", models["m"], "--quick", *ONLY_FACT_SWAP, "--out", tmp_path)
+    assert r.exit_code == 0, r.stderr
+    (done,) = (tmp_path / "diagnose").glob("*/*")
+    runs = next((done / "runs" / "fact-swap").glob("*/*"))
+    for args, says in [
+        ((done,), "nothing to resume"),
+        ((runs,), "not a diagnose run directory"),
+        ((tmp_path / "nowhere",), "--resume"),
+        ((done, "--mem", "8"), "drop --mem"),
+    ]:
+        r = CliRunner().invoke(cli, ["diagnose", "--resume", *map(str, args)])
+        assert r.exit_code == 2 and says in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1

@@ -4,6 +4,7 @@ work). Imports nothing heavy at module level: `probe --help` stays instant."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -38,12 +39,20 @@ from probes.framework.options import RunOptions, output_options
     metavar="PROBE",
     help="Leave a probe of the suite out (repeatable).",
 )
+@click.option(
+    "--resume",
+    default=None,
+    metavar="RUN_DIR",
+    help="Finish an interrupted diagnose run directory with the options it recorded: the probe "
+    "runs it finished are kept, the others run again. Takes no other option but --threads.",
+)
 def diagnose_command(
     as_json: bool,
     quiet: bool,
     models: str | None,
     distance: str | None,
     skip: tuple[str, ...],
+    resume: str | None,
     **values,
 ) -> None:
     """Boundary repair, retrieval, topic adaptation, stale state and effective context of one
@@ -73,7 +82,9 @@ def diagnose_command(
     progress = Progress.auto(quiet or as_json)
     values["distance"] = distance
     try:
-        if models is None:
+        if resume is not None:
+            summary = _resume(resume, values["threads"], progress)
+        elif models is None:
             summary = diagnose(skip=skip, progress=progress, argv=list(sys.argv), **values)
         else:
             summary = diagnose_models(
@@ -82,6 +93,30 @@ def diagnose_command(
     except ProbeInputError as e:
         raise BadInput(str(e)) from None
     emit(summary, as_json=as_json, show=print_table, passed=summary["passed"])
+
+
+def _resume(path: str, threads: int | None, progress):
+    """`--resume RUN_DIR`: the recorded options, refusing any other given (but --threads)."""
+    from probes.framework.diagnose import diagnose, resumed_options
+    from probes.framework.probe import ProbeInputError
+
+    ctx = click.get_current_context()
+    given = [
+        p.opts[0]
+        for p in ctx.command.params
+        if p.name not in ("resume", "threads", "as_json", "quiet")
+        and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise ProbeInputError(
+            f"--resume takes the options recorded in its run.json; drop {given[0]} (only "
+            "--threads may change)"
+        )
+    values = resumed_options(Path(path))
+    if threads is not None:
+        values["threads"] = threads
+    skip = values.pop("skip")
+    return diagnose(skip=skip, progress=progress, argv=list(sys.argv), resume=path, **values)
 
 
 diagnose_command.params.extend(

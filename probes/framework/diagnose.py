@@ -223,13 +223,91 @@ def _record(opts, skip, argv, **fields: Any) -> dict[str, Any]:
     }
 
 
-def _execute(runs: list[_Run], run_dir: Any, progress: Any) -> None:
+def _execute(runs: list[_Run], run_dir: Any, progress: Any, keep: bool = False) -> None:
+    """Run the suite into `run_dir/runs`; `keep` (a resumed run): a probe whose run an earlier
+    attempt finished (`_finished`) is read back, not run again."""
     from probes.framework import runner
 
     for k, r in enumerate(runs):
         who = "" if r.column is None else f" · {r.plan.model.info.id}"
+        done = _finished(r, run_dir.path / "runs") if keep else None
+        if done is not None:
+            progress.log(f"diagnose: {r.name}{who} ({k + 1}/{len(runs)}) kept from "
+                         f"{os.path.relpath(done['run_dir'], run_dir.path)}")  # fmt: skip
+            r.summary = done
+            continue
         progress.log(f"diagnose: {r.name}{who} ({k + 1}/{len(runs)}) …")
         r.summary = runner.execute(r.plan, out=run_dir.path / "runs").to_dict()
+
+
+# What may differ between two runs of the same measurement: where they were written and how
+# many threads computed them.
+_NOT_IDENTITY = ("out", "threads")
+
+
+def _identity(name: str, version: Any, params: Any, options: dict, models: list) -> str:
+    from probes.framework.results import dumps
+
+    kept = {k: v for k, v in options.items() if k not in _NOT_IDENTITY}
+    return dumps({"probe": [name, version], "params": params, "options": kept, "models": models})
+
+
+def _finished(run: _Run, runs_dir: Path) -> dict | None:
+    """The summary of a finished run (complete, or failed its own check) of this very probe
+    run in `runs_dir`: the same probe version, parameters, options (but --out and --threads) and
+    model files; None when there is none."""
+    from probes.framework import params as params_mod
+    from probes.framework.results import read_json, safe_id
+    from txl.files import FileRefused
+
+    p = run.plan
+    models = [m.info.sha256 for m in ([p.model, *p.ctx.group[1:]] if p.ctx.group else [p.model])]
+    want = _identity(p.cls.name, p.cls.version, params_mod.to_dict(p.params),
+                     p.options.record(), models)  # fmt: skip
+    for path in sorted((runs_dir / safe_id(p.cls.name) / safe_id(p.model.info.id)).glob("*")):
+        try:
+            rec = read_json(path / "run.json")
+            if rec.get("status") not in ("complete", "failed-check"):
+                continue
+            shas = [rec["model"]["sha256"]] + [g["sha256"] for g in rec.get("group", [])[1:]]
+            got = _identity(rec["probe"]["name"], rec["probe"]["version"], rec["params"],
+                            rec["options"], shas)  # fmt: skip
+            if got == want:
+                return read_json(path / "summary.json")
+        except (FileRefused, OSError, KeyError, TypeError):
+            continue
+    return None
+
+
+def resumed_options(path: Path) -> dict[str, Any]:
+    """The options of an unfinished diagnose run directory (its run.json), to finish it with
+    `diagnose(resume=path, **options)`. ProbeInputError (one line) when it is not a diagnose
+    run, a process still runs in it, or it finished."""
+    from probes.framework.probe import ProbeInputError
+    from probes.framework.results import read_json, status
+    from txl.files import FileRefused
+
+    try:
+        record = read_json(Path(path) / "run.json")
+    except (FileRefused, OSError) as e:
+        raise ProbeInputError(f"--resume {str(path)!r}: {e}") from None
+    if not isinstance(record, dict) or record.get("command") != "diagnose":
+        raise ProbeInputError(
+            f"--resume {str(path)!r} is not a diagnose run directory; give one that "
+            "`probe diagnose` wrote"
+        )
+    if "models" in record.get("options", {}):
+        raise ProbeInputError(f"--resume {str(path)!r}: a --models run cannot be resumed yet")
+    state = status(Path(path), record)
+    if state == "running":
+        raise ProbeInputError(f"--resume {str(path)!r}: a process still runs in it")
+    if state in ("complete", "failed-check"):
+        raise ProbeInputError(f"--resume {str(path)!r} finished ({state}): nothing to resume")
+    given = record["options"]
+    values = {k: given[k] for k in OPTIONS if k in given}
+    values["distance"] = None if given.get("distance", "auto") == "auto" else given["distance"]
+    values["skip"] = tuple(given.get("skip", ()))
+    return values
 
 
 def _rows(runs: list[_Run], column: int, member: dict) -> list[dict]:
@@ -265,6 +343,26 @@ def _close(run_dir, record: dict, summary: dict, runs: list[_Run], t0: float, pl
     return summary
 
 
+def _reopen(path: Path, record: dict):
+    """The run directory of a resumed diagnose, its run.json `record` keeping when it started
+    and adding when it resumed; ProbeInputError when its models are not the files it began
+    with."""
+    from probes.framework.probe import ProbeInputError
+    from probes.framework.results import RunDir, read_json
+
+    before = read_json(path / "run.json")
+    if before.get("model", {}).get("sha256") != record["model"]["sha256"]:
+        raise ProbeInputError(
+            f"--resume {str(path)!r}: its model file changed since it began (sha256 "
+            f"{str(before.get('model', {}).get('sha256'))[:12]} then, "
+            f"{record['model']['sha256'][:12]} now); run a new diagnose"
+        )
+    record["started_utc"] = before.get("started_utc", record["started_utc"])
+    record["resumed_utc"] = [*before.get("resumed_utc", []), time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime())]  # fmt: skip
+    return RunDir(path)
+
+
 def _create(opts, model_id: str):
     from probes.framework.probe import ProbeInputError
     from probes.framework.results import RunDir, RunDirError
@@ -280,11 +378,14 @@ def diagnose(
     skip: tuple[str, ...] | list[str] = (),
     progress: Any = None,
     argv: list[str] | None = None,
+    resume: str | Path | None = None,
     **values: Any,
 ) -> dict[str, Any]:
     """Run the suite and return the summary (also written to the run directory). `values`: the
     run options of `OPTIONS`, and `distance`: the distance bins of every probe that has them
-    (None: each probe's auto bins).
+    (None: each probe's auto bins). `resume`: an unfinished diagnose run directory, given with
+    its own options (`resumed_options`): the suite runs into it again, and every probe run it
+    already finished is kept (a long real-model diagnose survives an interruption).
 
     Every probe is prepared (inputs checked, model loaded once, pairs planned) before the run
     directory is created: bad input raises ProbeInputError and leaves nothing behind."""
@@ -303,8 +404,6 @@ def diagnose(
     geometry = next(r.plan.ctx.geometry for r in runs if r.serves(0))
     grouped = [r for r in runs if r.column is None]
     infos = [m.info for m in (grouped[0].plan.ctx.group if grouped else [lm])]
-    run_dir = _create(opts, lm.info.id)
-
     record = _record(
         opts,
         skip,
@@ -315,9 +414,10 @@ def diagnose(
     )
     record["options"]["model"] = [model_name(s) for s in sources]
     record["options"]["distance"] = distance or "auto"
+    run_dir = _create(opts, lm.info.id) if resume is None else _reopen(Path(resume), record)
     with run_dir.recording(record):
         progress.log(f"diagnose: run directory {run_dir.path}")
-        _execute(runs, run_dir, progress)
+        _execute(runs, run_dir, progress, keep=resume is not None)
         rows = _rows(runs, 0, _ident(lm.info))
         summary = {
             "schema_version": 1,
