@@ -11,8 +11,10 @@ from text_helpers import default_world, require_tokenizers
 require_tokenizers()
 
 from synth import make_rng  # noqa: E402
+from synth.example import Span  # noqa: E402
 from synth.text.contexts import cross_document, sentence_text, topic_shift  # noqa: E402
-from synth.text.facts import delete_fact, fact_text, swap_value  # noqa: E402
+from synth.text.facts import delete_fact, fact_text, rebind_entity, swap_value  # noqa: E402
+from synth.text.render import Misaligned  # noqa: E402
 
 
 def canonical(world, tokens) -> bool:
@@ -50,14 +52,19 @@ def test_rendered_facts_are_aligned_and_distances_exact_in_model_tokens(seed, di
 
 @settings(max_examples=12)
 @given(st.integers(0, 2**31), st.integers(40, 300))
-def test_swap_and_delete_keep_the_length_and_every_token_outside_the_edit(seed, d):
+def test_swap_rebind_and_delete_keep_the_length_and_every_token_outside_the_edit(seed, d):
     w = default_world()
     rng = make_rng(seed)
     base = fact_text(w, rng, [d], lead=12)
     f = base.facts[0]
+    try:
+        rebind = rebind_entity(w, rng, base)
+    except Misaligned:  # no other entity's statement as long (about 1 base in 200): unmatched
+        rebind = None
     for pair, edit in (
         (swap_value(w, rng, base), f.value_span),
         (delete_fact(w, rng, base), f.span),
+        *([(rebind, Span(f.span.start, f.value_span.start))] if rebind else []),
     ):
         v = pair.variant
         assert len(v) == len(base) and canonical(w, v.tokens)
@@ -67,6 +74,11 @@ def test_swap_and_delete_keep_the_length_and_every_token_outside_the_edit(seed, 
         assert np.array_equal(pair.edited(), np.arange(edit.start, edit.end))
         b, vt = pair.aligned_targets()  # the answer is kept, token for token
         assert np.array_equal(base.tokens[b], v.tokens[vt])
+    if rebind is not None:  # the same value, stated of an entity the document never names
+        new = rebind.variant.facts[0]
+        assert new.value == f.value and new.entity != f.entity
+        named = {p.block.entity for p in base.meta["placed"][0] if hasattr(p.block, "entity")}
+        assert new.entity not in named and rebind.variant.queries == base.queries
     swap = swap_value(w, make_rng(seed + 1), base)
     new = swap.variant.facts[0]
     assert len(new.value) == len(f.value) and set(new.value) != set(f.value)

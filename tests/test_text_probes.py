@@ -110,6 +110,7 @@ def test_under_reset_b_scores_bitwise_the_same_after_any_real_text_a(model):
     ("context-sweep", ["--window", "120", "--facts", "2", "--contexts", "1,16,64"]),
     ("fact-delete", ["--distance", "40-60"]),
     ("long-nll", ["--length", "200"]),
+    ("fact-rebind", ["--distance", "40-60"]),
     ("context-ablation", ["--context", "24", "--window", "8", "--distance", "2,8"]),
 ])  # fmt: skip
 def test_the_other_probes_run_on_real_text_and_pass_their_checks(model, tmp_path, probe, extra):
@@ -205,7 +206,7 @@ def test_bad_text_input_is_one_line_exit_2_and_leaves_no_run_dir(model, tmp_path
 def test_a_probe_without_real_text_refuses_the_haystack_and_goes_through_the_bridge(
     model, tmp_path
 ):
-    r = CliRunner().invoke(cli, ["run", "fact-rebind", "--model", model, "--haystack", "default",
+    r = CliRunner().invoke(cli, ["run", "fact-update", "--model", model, "--haystack", "default",
                                  "--out", str(tmp_path), "--quiet"])  # fmt: skip
     assert r.exit_code == 2 and "does not write real text" in r.stderr
     r = invoke(["run", "fact-rebind", "--model", model, "--distance", "60-120",
@@ -221,8 +222,9 @@ def test_diagnose_on_real_text_runs_the_probes_that_write_it_and_names_the_other
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     effects = {row["effect"] for row in doc["rows"]}
-    assert {"boundary repair", "retrieval within the horizon", "topic adaptation"} <= effects
-    assert "fact-rebind (it does not write real text)" in doc["skipped"]
+    assert {"boundary repair", "retrieval within the horizon", "topic adaptation",
+            "retrieval: keyed lookup", "retrieval: copy"} <= effects  # fmt: skip
+    assert "fact-update (it does not write real text)" in doc["skipped"]
 
 
 def test_cross_doc_leaves_out_padding_the_haystack_cannot_hold_and_says_why(model, tmp_path):

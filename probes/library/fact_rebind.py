@@ -23,6 +23,11 @@ each with its 95 % t interval and exact signed-rank p, over all pairs and over t
 lies in the first answer token's direct window or, for a recurrent model, in its state
 (`within_horizon`; `probe diagnose` shows keyed lookup and copy from there). Bins: distance × variant, Holm across all of them.
 
+On real text (`--haystack`) the three are `synth.text.facts`' edits of one fact document:
+`rebind_entity` (another entity whose statement is as many tokens long), `delete_fact` (a
+haystack run of the fact's length) and `swap_value`; a base whose variants cannot all keep its
+length and every other token is drawn again, and counted as unmatched when none can.
+
 Through the tokenizer bridge (a model with its own tokenizer) a base is kept only when all three
 of its variants map to the model's tokens (the other entity and B of their words' token
 lengths, the deleted fact's filler evened to its model tokens), its distance fitted into its bin
@@ -63,6 +68,7 @@ class FactRebind(PairedProbe):
 
     Params = FactParams  # distance bins and the fact's lead, nothing of its own
     supports_bridge = True  # a base with all three variants mapped
+    supports_haystack = True  # real text: synth.text.facts' rebind, delete and swap edits
 
     default_n = 24
     quick_n = 6
@@ -111,6 +117,13 @@ class FactRebind(PairedProbe):
 
                 return draw
 
+            if ctx.text is not None:
+                jobs = self._text_variants(ctx, rng, b, d, lead, base_id)
+                if jobs is None:
+                    ctx.unmatched += len(VARIANTS)
+                else:
+                    self.jobs += jobs
+                continue
             if ctx.bridge is None:
                 self.jobs += variants_of(d)()
                 continue
@@ -121,6 +134,27 @@ class FactRebind(PairedProbe):
             else:
                 self.jobs += jobs
         ctx.require_matched(self.name, len(self.jobs))
+
+    def _text_variants(self, ctx: RunContext, rng, b: int, d: int, lead: int, base_id: int):
+        """A real-text base at distance `d` and its three jobs, or None when its variants do not
+        all stay aligned with it."""
+        from probes.framework.probe import ProbeInputError
+        from synth.text.facts import delete_fact, fact_text, rebind_entity, swap_value
+        from synth.text.render import Misaligned
+
+        edits = {"rebind": rebind_entity, "delete": delete_fact, "swap": swap_value}
+        try:
+            base = fact_text(ctx.text, rng, [d], lead=lead)
+            pairs = {v: edits[v](ctx.text, rng, base) for v in VARIANTS}
+        except Misaligned:
+            return None
+        except ValueError as e:
+            raise ProbeInputError(f"cannot build a text at distance {d}: {e}") from None
+        return [
+            answer_job(b * len(VARIANTS) + i, pairs[v], base,
+                       {"variant": v, "base": base_id, "lead": lead}, base_id=base_id)
+            for i, v in enumerate(VARIANTS)
+        ]  # fmt: skip
 
     def primary(self, group: dict) -> bool:
         return group["variant"] == "rebind"  # the headline delta: keyed lookup

@@ -15,7 +15,8 @@ fact and query is, for the edits.
 
 Edits are length-preserving and keep every token outside the edit: `swap_value` re-renders the
 document with another value of the same token length in the fact (its answer kept: the variant
-contradicts it), `delete_fact` puts a haystack run of the fact's exact length in its place. Each
+contradicts it), `rebind_entity` states the same value of another entity (its statement as
+long in tokens), `delete_fact` puts a haystack run of the fact's exact length in its place. Each
 checks that the re-rendered text differs from the base only inside the edit
 (`synth.text.render.mismatch`) and draws again when it does not.
 """
@@ -28,8 +29,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from synth import rng as rnd
-from synth.example import Example, Fact, Pair, Query
+from synth.example import Example, Fact, Pair, Query, Span
 from synth.text.compose import Composed, DocPlan, Placed, compose
+from synth.text.lexicon import Lexicon
 from synth.text.render import Misaligned, edited, mismatch
 from synth.text.world import TextWorld
 
@@ -199,6 +201,56 @@ def swap_value(world: TextWorld, rng: np.random.Generator, base: Example, query:
         "old_word": world.value_words[world.value_index(f.value)],
         "new_word": world.value_words[new],
         "edited": [f.value_span.start, f.value_span.end],
+        "answer": "old",
+    }
+    out = base.replace(tokens=variant.tokens, facts=tuple(facts), meta={"kind": "text-facts"})
+    return Pair(base, out, alignment, meta)
+
+
+def rebind_entity(
+    world: TextWorld, rng: np.random.Generator, base: Example, query: int = 0
+) -> Pair:
+    """fact-rebind on real text: `query`'s fact bound to another entity (one the document never
+    names) whose statement has as many tokens before the value; the value A and the query (still
+    asking for the first entity) are kept. meta as synth's `rebind` (entities: world indices)."""
+    q = base.queries[query]
+    if q.fact < 0:
+        raise ValueError("rebind_entity needs a query with a supporting fact")
+    f = base.facts[q.fact]
+    composed: Composed = base.meta["composed"]
+    d, k = base.meta["fact_blocks"][q.fact]
+    piece = composed.blocks[d][k]  # the statement's first piece: everything before the value
+    prefix = Span(int(f.span.start), int(f.value_span.start))
+    named = {x.entity for x in base.facts} | {
+        p.block.entity for doc in base.meta["placed"] for p in doc if hasattr(p.block, "entity")
+    }
+    attribute = world.attributes[f.attribute]
+
+    def statement(e: int) -> str:
+        return Lexicon.fact(world.entities[e], attribute, "x")[0]
+
+    own = world.length(statement(f.entity))
+    others = [e for e in range(len(world.entities))
+              if e not in named and world.length(statement(e)) == own]  # fmt: skip
+    for other in rnd.sample(rng, others, min(REDRAWS, len(others))):
+        variant = edited(composed.rendered, world.tokenizer, {piece: statement(other)})
+        if mismatch(composed.rendered, variant, [prefix]) is None:
+            break
+    else:
+        raise Misaligned("no other entity's statement has the token length of the fact's")
+    facts = list(base.facts)
+    facts[q.fact] = Fact(other, f.attribute, f.value, f.span, f.value_span, f.doc)
+    alignment = np.arange(len(base), dtype=np.int64)
+    alignment[prefix.start : prefix.end] = -1
+    meta = {
+        "edit": "rebind",
+        "query": query,
+        "fact": q.fact,
+        "old_entity": int(f.entity),
+        "new_entity": int(other),
+        "old_word": world.entities[f.entity],
+        "new_word": world.entities[other],
+        "edited": [prefix.start, prefix.end],
         "answer": "old",
     }
     out = base.replace(tokens=variant.tokens, facts=tuple(facts), meta={"kind": "text-facts"})
