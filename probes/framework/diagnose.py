@@ -245,11 +245,15 @@ def _execute(runs: list[_Run], run_dir: Any, progress: Any, keep: bool = False) 
 _NOT_IDENTITY = ("out", "threads")
 
 
-def _identity(name: str, version: Any, params: Any, options: dict, models: list) -> str:
+def _identity(name: str, version: Any, params: Any, options: dict, models: list, seen) -> str:
+    """What makes two probe runs the same measurement. A change of the code within one probe
+    version is not seen here but through `seen` (the geometry and horizon the run resolved),
+    and a probe's version marks a change of what it measures."""
     from probes.framework.results import dumps
 
     kept = {k: v for k, v in options.items() if k not in _NOT_IDENTITY}
-    return dumps({"probe": [name, version], "params": params, "options": kept, "models": models})
+    return dumps({"probe": [name, version], "params": params, "options": kept, "models": models,
+                  "seen": seen})  # fmt: skip
 
 
 def _finished(run: _Run, runs_dir: Path) -> dict | None:
@@ -262,8 +266,9 @@ def _finished(run: _Run, runs_dir: Path) -> dict | None:
 
     p = run.plan
     models = [m.info.sha256 for m in ([p.model, *p.ctx.group[1:]] if p.ctx.group else [p.model])]
+    seen = [p.ctx.geometry.to_dict(), p.ctx.horizon.to_dict()]
     want = _identity(p.cls.name, p.cls.version, params_mod.to_dict(p.params),
-                     p.options.record(), models)  # fmt: skip
+                     p.options.record(), models, seen)  # fmt: skip
     for path in sorted((runs_dir / safe_id(p.cls.name) / safe_id(p.model.info.id)).glob("*")):
         try:
             rec = read_json(path / "run.json")
@@ -271,7 +276,7 @@ def _finished(run: _Run, runs_dir: Path) -> dict | None:
                 continue
             shas = [rec["model"]["sha256"]] + [g["sha256"] for g in rec.get("group", [])[1:]]
             got = _identity(rec["probe"]["name"], rec["probe"]["version"], rec["params"],
-                            rec["options"], shas)  # fmt: skip
+                            rec["options"], shas, [rec["geometry"], rec["horizon"]])  # fmt: skip
             if got == want:
                 return read_json(path / "summary.json")
         except (FileRefused, OSError, KeyError, TypeError):
