@@ -167,16 +167,20 @@ def _example(
     )
 
 
+def _stated(base: Example, query: int, edit: str):
+    """(the fact's index, the fact, the composition, (doc, block) of the fact) of the query an
+    edit of the fact probes works on, which a stated fact must answer."""
+    fi = base.queries[query].fact
+    if fi < 0:
+        raise ValueError(f"{edit} needs a query with a supporting fact")
+    return fi, base.facts[fi], base.meta["composed"], base.meta["fact_blocks"][fi]
+
+
 def swap_value(world: TextWorld, rng: np.random.Generator, base: Example, query: int = 0) -> Pair:
     """fact-swap on real text: the value A of `query`'s fact becomes another value B of A's
     token length (sharing no token with the document's values where possible); the query and
     its answer A are kept. meta as synth's `replace`."""
-    q = base.queries[query]
-    if q.fact < 0:
-        raise ValueError("swap_value needs a query with a supporting fact")
-    f = base.facts[q.fact]
-    composed: Composed = base.meta["composed"]
-    d, k = base.meta["fact_blocks"][q.fact]
+    fi, f, composed, (d, k) = _stated(base, query, "swap_value")
     piece = composed.blocks[d][k] + 1
     used = [world.value_index(x.value) for x in base.facts]
     for _ in range(REDRAWS):
@@ -189,13 +193,13 @@ def swap_value(world: TextWorld, rng: np.random.Generator, base: Example, query:
         raise Misaligned("no value of the same token length leaves the rest of the text unchanged")
     new_ids = world.values[new]
     facts = list(base.facts)
-    facts[q.fact] = Fact(f.entity, f.attribute, new_ids, f.span, f.value_span, f.doc)
+    facts[fi] = Fact(f.entity, f.attribute, new_ids, f.span, f.value_span, f.doc)
     alignment = np.arange(len(base), dtype=np.int64)
     alignment[f.value_span.start : f.value_span.end] = -1
     meta = {
         "edit": "replace",
         "query": query,
-        "fact": q.fact,
+        "fact": fi,
         "old_value": list(f.value),
         "new_value": list(new_ids),
         "old_word": world.value_words[world.value_index(f.value)],
@@ -213,12 +217,7 @@ def rebind_entity(
     """fact-rebind on real text: `query`'s fact bound to another entity (one the document never
     names) whose statement has as many tokens before the value; the value A and the query (still
     asking for the first entity) are kept. meta as synth's `rebind` (entities: world indices)."""
-    q = base.queries[query]
-    if q.fact < 0:
-        raise ValueError("rebind_entity needs a query with a supporting fact")
-    f = base.facts[q.fact]
-    composed: Composed = base.meta["composed"]
-    d, k = base.meta["fact_blocks"][q.fact]
+    fi, f, composed, (d, k) = _stated(base, query, "rebind_entity")
     piece = composed.blocks[d][k]  # the statement's first piece: everything before the value
     prefix = Span(int(f.span.start), int(f.value_span.start))
     named = {x.entity for x in base.facts} | {
@@ -239,13 +238,13 @@ def rebind_entity(
     else:
         raise Misaligned("no other entity's statement has the token length of the fact's")
     facts = list(base.facts)
-    facts[q.fact] = Fact(other, f.attribute, f.value, f.span, f.value_span, f.doc)
+    facts[fi] = Fact(other, f.attribute, f.value, f.span, f.value_span, f.doc)
     alignment = np.arange(len(base), dtype=np.int64)
     alignment[prefix.start : prefix.end] = -1
     meta = {
         "edit": "rebind",
         "query": query,
-        "fact": q.fact,
+        "fact": fi,
         "old_entity": int(f.entity),
         "new_entity": int(other),
         "old_word": world.entities[f.entity],
@@ -260,12 +259,7 @@ def rebind_entity(
 def delete_fact(world: TextWorld, rng: np.random.Generator, base: Example, query: int = 0) -> Pair:
     """fact-delete on real text: `query`'s fact becomes a haystack run of exactly its length;
     its query keeps its answer and gets fact −1. meta as synth's `delete`."""
-    q = base.queries[query]
-    if q.fact < 0:
-        raise ValueError("delete_fact needs a query with a supporting fact")
-    f = base.facts[q.fact]
-    composed: Composed = base.meta["composed"]
-    d, k = base.meta["fact_blocks"][q.fact]
+    fi, f, composed, (d, k) = _stated(base, query, "delete_fact")
     if len(composed.doc_starts) != 1:
         raise ValueError("delete_fact edits one-document texts")
     placed = list(base.meta["placed"][d])
@@ -282,9 +276,9 @@ def delete_fact(world: TextWorld, rng: np.random.Generator, base: Example, query
             break
     else:
         raise Misaligned("no filler of the fact's length leaves the rest of the text unchanged")
-    facts = tuple(x for n, x in enumerate(base.facts) if n != q.fact)
+    facts = tuple(x for n, x in enumerate(base.facts) if n != fi)
     queries = tuple(
-        Query(-1 if x.fact == q.fact else x.fact - (x.fact > q.fact), x.span, x.answer)
+        Query(-1 if x.fact == fi else x.fact - (x.fact > fi), x.span, x.answer)
         for x in base.queries
     )
     alignment = np.arange(len(base), dtype=np.int64)
@@ -292,7 +286,7 @@ def delete_fact(world: TextWorld, rng: np.random.Generator, base: Example, query
     meta = {
         "edit": "delete",
         "query": query,
-        "fact": q.fact,
+        "fact": fi,
         "deleted": [f.span.start, f.span.end],
         "value": list(f.value),
         "filled": True,
