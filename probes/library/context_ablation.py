@@ -130,7 +130,8 @@ class ContextAblation(Probe):
         # a replaced context comes from another document: half the haystack at most
         limits = [(n // 2, f"half {what}") if "haystack" in what else (n, what)
                   for n, what in ctx.length_limits()]  # fmt: skip
-        if ctx.model.info.evaluator not in ("full", None) and g.mem_len + g.tgt_len > 0:
+        cut = ctx.model.info.evaluator not in ("full", None) and not ctx.horizon.state
+        if cut and g.mem_len + g.tgt_len > 0:  # a cut cache: keep the whole text in its sight
             band = g.mem_len + g.tgt_len
             limits.append(
                 (band, f"the {ctx.model.info.evaluator} evaluator's mem + tgt ({band:,})")
