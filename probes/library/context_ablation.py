@@ -250,32 +250,34 @@ class ContextAblation(Probe):
         return self.summarize(ctx, records)
 
     def _score(self, ctx: RunContext, items):
+        """The chunk's rows in one call per length: the full-length rows (intact, shuffled,
+        replaced) together, the dropped rows of each distance together (a call forwards every
+        row to its longest scored position, so a short row among long ones would cost a long
+        one)."""
         from probes.engine.rows import Rows
         from probes.protocol import score_rows
 
         W = self.params.window
-        rows, where = Rows(), []
+        calls: dict[Any, tuple[Rows, list]] = {}
         for i in items:
             t = self.texts[i]
-            rows.add(t.tokens, np.zeros(len(t.tokens)), self.scored)
-            keys = [key for key, row in t.rows.items() if row is not None]
-            for key in keys:
-                row = t.rows[key]
+            for key, row in [(("intact", 0), t.tokens), *t.rows.items()]:
+                if row is None:
+                    continue
+                rows, where = calls.setdefault("full" if key[0] != "drop" else key, (Rows(), []))
                 rows.add(row, np.zeros(len(row)), np.arange(len(row) - W, len(row)))
-            where.append(keys)
-        tokens, docs, pos, _, _ = rows.arrays(ctx.pad_id)
-        nll = score_rows(ctx.model, tokens, docs, pos, ctx.geometry).nll
-        r = 0
-        for i, keys in zip(items, where, strict=True):
-            intact = _window_mean(nll[r], pos[r])
-            rec: dict[str, Any] = {"text": i, "nll_intact": intact,
+                where.append((i, key))
+        means: dict[tuple[int, tuple[str, int]], float] = {}
+        for rows, where in calls.values():
+            tokens, docs, pos, _, _ = rows.arrays(ctx.pad_id)
+            nll = score_rows(ctx.model, tokens, docs, pos, ctx.geometry).nll
+            for r, at in enumerate(where):
+                means[at] = _window_mean(nll[r], pos[r])
+        for i in items:
+            rec: dict[str, Any] = {"text": i, "nll_intact": means[i, ("intact", 0)],
                                    "boundary": self.texts[i].boundary}  # fmt: skip
             for kind in ABLATIONS:
-                rec[kind] = [None] * len(self.distances)
-            for key in keys:
-                r += 1
-                rec[key[0]][key[1]] = _window_mean(nll[r], pos[r])
-            r += 1
+                rec[kind] = [means.get((i, (kind, k))) for k in range(len(self.distances))]
             yield rec, None
 
     def summarize(self, ctx: RunContext, records: list[dict]) -> Outcome:
