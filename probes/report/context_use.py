@@ -120,6 +120,7 @@ def run_table(run: dict) -> dict[str, Any]:
         ),
         "nll_intact": run["nll_intact"],
         "effective": run["effective"],
+        "ablations": list(dict.fromkeys(b["ablation"] for b in run["bins"])),  # the probe's order
         "rows": rows,
         "claims": judged,
     }
@@ -140,14 +141,14 @@ def markdown(tables_: list[dict]) -> str:
             f"## {t['model']} · {t['texts']} texts · {t['evaluator']} · intact NLL "
             f"{nll['mean']:.3f}\n\nProtocol: {t['protocol']}.\n"
         )
-        out.append("| d | drop | shuffle | replace |")
-        out.append("|---|---|---|---|")
+        out.append("| d | " + " | ".join(t["ablations"]) + " |")
+        out.append("|---" * (1 + len(t["ablations"])) + "|")
         for r in t["rows"]:
-            cells = [claims.fmt(r.get(a), 2) for a in ("drop", "shuffle", "replace")]
+            cells = [claims.fmt(r.get(a), 2) for a in t["ablations"]]
             out.append(f"| {r['distance']:,} | " + " | ".join(cells) + " |")
         eff = t["effective"]
-        reach = [f"{a}: {_d(e['by_mean'])} by the mean, {_d(e['by_interval'])} by the interval"
-                 for a, e in eff.items()]  # fmt: skip
+        reach = [f"{a}: {_d(eff[a]['by_mean'])} by the mean, {_d(eff[a]['by_interval'])} by "
+                 "the interval" for a in t["ablations"]]  # fmt: skip
         out.append(f"\nThe loss stays within 1 % from d = {'; '.join(reach)}\n")
         out.append(
             "| claim | published (LSTM) | ours: ablation at d | effect % [95% CI] | verdict |"
