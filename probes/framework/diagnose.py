@@ -277,8 +277,8 @@ def _finished(run: _Run, runs_dir: Path) -> dict | None:
             shas = [rec["model"]["sha256"]] + [g["sha256"] for g in rec.get("group", [])[1:]]
             got = _identity(rec["probe"]["name"], rec["probe"]["version"], rec["params"],
                             rec["options"], shas, [rec["geometry"], rec["horizon"]])  # fmt: skip
-            if got == want:
-                return read_json(path / "summary.json")
+            if got == want:  # where it is now: the directory may have moved since
+                return {**read_json(path / "summary.json"), "run_dir": str(path)}
         except (FileRefused, OSError, KeyError, TypeError):
             continue
     return None
@@ -310,6 +310,7 @@ def resumed_options(path: Path) -> dict[str, Any]:
         raise ProbeInputError(f"--resume {str(path)!r} finished ({state}): nothing to resume")
     given = record["options"]
     values = {k: given[k] for k in OPTIONS if k in given}
+    values["out"] = str(Path(path).resolve().parents[2])  # <out>/diagnose/<model>/<run>: moved
     values["distance"] = None if given.get("distance", "auto") == "auto" else given["distance"]
     values["skip"] = tuple(given.get("skip", ()))
     return values
