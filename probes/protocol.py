@@ -21,6 +21,10 @@ Optional capabilities, used when present:
 - `score_shared(tokens, doc_ids, positions, geometry, *, parent, shared)`: rows that share a prefix
   with another row (`tokens[r, :shared[r]] == tokens[parent[r], :shared[r]]`, parent −1 for none)
   may be computed once up to it and forked. Results must equal `score` on the same rows.
+  `parent` also says which rows belong together (`shared` 0: related, nothing shared): rows
+  the caller compares bit for bit (a base and its variant, a text and its other-prefix twin)
+  must be related through it, since a model may forward unrelated rows together and a row's
+  rounding may depend on where it sits in a batch (`probes.adapters.hf_lockstep`).
 - `max_rows(geometry) -> int`: rows per scoring call that fit in memory (default 64; `max_rows`).
 - `row_bytes(geometry) -> int`: the memory one row of a forward needs; a run whose one row
   would not fit in the machine's memory is refused before it starts (`probes.limits`).

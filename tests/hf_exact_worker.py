@@ -84,6 +84,54 @@ for family in sys.argv[3].split(","):
             expect(np.allclose(plain.nll, forked.nll, atol=1e-5, equal_nan=True), f"{name} fork")
             expect(np.array_equal(forked.nll[0, b + 1 :], forked.nll[1, b + 1 :]),
                    f"{name} fork: B blind to A's edit")  # fmt: skip
+            # units of one shape forwarded together (hf_lockstep), padded to each other's
+            # lengths: an identical variant scores its base's numbers, and a twin related with
+            # nothing shared (A's content replaced) scores B as its row does under reset
+            twin = tokens.copy()
+            twin[0, 1:b] = rng.integers(0, V, b - 1)
+            lone = np.concatenate([tokens, tokens, noise[:1], noise[:1], tokens, twin,
+                                   noise[1:2], noise[1:2]])  # fmt: skip
+            lone[3, 20] = (lone[3, 20] + 1) % V
+            lone[7, 1:b] = rng.integers(0, V, b - 1)
+            d8, s8 = np.repeat(docs, 8, 0), np.repeat(scored, 8, 0)
+            d8[2:4, 39:], s8[2:4, 39:] = -1, False  # a shorter unit
+            d8[6:8, 33:], s8[6:8, 33:] = -1, False
+            x = shared(lone, d8, s8, g, parent=np.array([-1, 0, -1, 2, -1, 4, -1, 6]),
+                       shared=np.array([0, 10, 0, 15, 0, 0, 0, 0]))  # fmt: skip
+            expect(np.array_equal(x.nll[0], x.nll[1], equal_nan=True), f"{name} lockstep identical")
+            expect(np.array_equal(x.nll[4, b + 1 :], x.nll[5, b + 1 :]), f"{name} lockstep twin")
+            expect(np.allclose(x.nll, m.score(lone, d8, s8, g).nll, atol=1e-5, equal_nan=True),
+                   f"{name} lockstep equals score")  # fmt: skip
+            # six fact-swap units (base; variant, forked or related with nothing shared; each
+            # with another answer token), each variant identical to its base, of six lengths:
+            # their 1-token answer pieces go six to a forward, where at 2 threads a row's
+            # rounding depends on its index (a matrix product's remainder rows), so base and
+            # variant must share theirs
+            lengths = (44, 40, 36, 41, 30, 38)
+            t6, d6, s6, parents, fork = [], [], [], [], []
+            for u, n in enumerate(lengths):
+                text = rng.integers(0, V, 44)
+                alt = text.copy()
+                alt[n - 1] = (alt[n - 1] + 1) % V
+                doc = np.where(np.arange(44) < n, 0, -1)
+                answer = np.arange(44) == n - 1
+                for row, up, at, sc in (
+                    (text, -1, 0, np.arange(44) >= 12),
+                    (text, 4 * u, 10 * (u % 2), None),
+                    (alt, 4 * u, n - 1, answer),
+                    (alt, 4 * u + 1, n - 1, answer),
+                ):
+                    t6.append(row)
+                    d6.append(doc)
+                    s6.append((np.arange(44) >= 12) & (doc >= 0) if sc is None else sc & (doc >= 0))
+                    parents.append(up)
+                    fork.append(at)
+            x = shared(np.stack(t6), np.stack(d6), np.stack(s6), g, parent=np.array(parents),
+                       shared=np.array(fork))  # fmt: skip
+            for u in range(6):
+                expect(np.array_equal(x.nll[4 * u], x.nll[4 * u + 1], equal_nan=True)
+                       and np.array_equal(x.nll[4 * u + 2], x.nll[4 * u + 3], equal_nan=True),
+                       f"{name} lockstep unit {u}: an identical variant scores its base")  # fmt: skip
         elif shared is not None:
             edited = tokens.copy()
             edited[0, 30:] = rng.integers(0, V, 14)

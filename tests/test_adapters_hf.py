@@ -446,6 +446,60 @@ def test_full_keeps_a_shared_bases_variants_in_its_shapes_so_blind_tokens_stay_e
         assert np.array_equal(x.nll[0, blind], x.nll[1, blind]), f2
 
 
+def fact_swap_units(lengths, seed=0, width=44):
+    """Rows of fact-swap units as the paired engine declares them: per unit a base (scored from
+    12), its variant (identical here; forked at 10, or related with nothing shared at odd
+    units), and each with another answer token at its last position (forked there)."""
+    rng = np.random.default_rng(seed)
+    tokens, docs, scored, parent, shared = [], [], [], [], []
+    for u, n in enumerate(lengths):
+        text = rng.integers(0, V, width)
+        alt = text.copy()
+        alt[n - 1] = (alt[n - 1] + 1) % V
+        doc = np.where(np.arange(width) < n, 0, -1)
+        body = (np.arange(width) >= 12) & (doc >= 0)
+        answer = np.arange(width) == n - 1
+        for row, up, at, sc in ((text, -1, 0, body), (text, 4 * u, 10 * (u % 2 == 0), body),
+                                (alt, 4 * u, n - 1, answer), (alt, 4 * u + 1, n - 1, answer)):  # fmt: skip
+            tokens.append(row)
+            docs.append(doc)
+            scored.append(sc)
+            parent.append(up)
+            shared.append(at)
+    return (np.stack(tokens), np.stack(docs), np.stack(scored), np.array(parent),
+            np.array(shared))  # fmt: skip
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_full_forwards_a_base_and_its_variant_at_one_index_of_calls_of_one_shape(
+    dirs, family, monkeypatch
+):
+    """Units of several pairs go to one forward (hf_lockstep), yet every piece of text a base
+    and its identical variant both forward is forwarded at the same batch index of calls of the
+    same shape (so they round alike at any thread count), and the scores equal `score`'s."""
+    m = lm(dirs, family, "full")
+    tokens, docs, scored, parent, shared = fact_swap_units((44, 40, 36, 41, 30, 38))
+    seen, batches = {}, []
+    body = m._body
+
+    def spy(ids, pos, visible, cache=None):
+        v = visible if isinstance(visible, np.ndarray) else next(iter(visible.values()))
+        batches.append(len(ids))
+        for i, row in enumerate(ids):
+            seen.setdefault(tuple(row.tolist()), set()).add((i, ids.shape, v.shape))
+        return body(ids, pos, visible, cache)
+
+    monkeypatch.setattr(m, "_body", spy)
+    x = m.score_shared(tokens, docs, scored, geo(0, 8, False), parent=parent, shared=shared)
+    monkeypatch.undo()
+    assert max(batches) > 1, batches
+    assert all(len(where) == 1 for where in seen.values()), [w for w in seen.values() if len(w) > 1]
+    for u in range(6):
+        assert np.array_equal(x.nll[4 * u], x.nll[4 * u + 1], equal_nan=True)
+    plain = m.score(tokens, docs, scored, geo(0, 8, False))
+    np.testing.assert_allclose(x.nll, plain.nll, atol=1e-5)
+
+
 def test_a_contrast_row_under_full_forwards_its_answer_only(dirs, monkeypatch):
     """Base, variant and each one's contrast row (3 answer tokens replaced at 30): the two
     contrast rows add 3 + 3 forwarded tokens, not two more rows."""
@@ -460,7 +514,7 @@ def test_a_contrast_row_under_full_forwards_its_answer_only(dirs, monkeypatch):
     forwarded = []
     body = m._body
     monkeypatch.setattr(
-        m, "_body", lambda ids, *a, **k: forwarded.append(len(ids)) or body(ids, *a, **k)
+        m, "_body", lambda ids, *a, **k: forwarded.append(np.size(ids)) or body(ids, *a, **k)
     )
     m.score_shared(tokens, docs, scored, geo(0, 8, False), parent=np.array([-1, 0, 0, 1]),
                    shared=np.array([0, 5, 30, 30]))  # fmt: skip

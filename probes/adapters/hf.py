@@ -8,12 +8,15 @@ the eager attention implementation (the additive mask below is used as given), i
 told otherwise (bfloat16 on request, recorded; bfloat16 logits are upcast to float32 before the
 NLL, float64 ones stay float64).
 
-Exactness. Every forward holds ONE row, and every row of a scoring call is forwarded at the same
-length (`full`: up to the call's last scored position; `stream`/`sinks`: segments common to all
-rows), so a token that cannot see an edit is computed from identical inputs in identical shapes
-in base and variant: bit for bit the same at any thread count. (A multi-threaded CPU matrix
-product may round a row differently by where it sits in a batch: with several rows per forward
-an AMD EPYC at 2 threads moved such tokens by ~2e-7.) Logits are computed from the decoder's
+Exactness. A token that cannot see an edit is computed from identical inputs in identical shapes
+at the same batch index in base and variant: bit for bit the same at any thread count. (A
+multi-threaded CPU matrix product may round a row differently by where it sits in a batch: an
+AMD EPYC at 2 threads rounds the rows of a block's remainder differently, ~2e-7.) `stream`,
+`sinks` and `window` forward ONE row at a time, every row of a scoring call at the same length
+(`stream`/`sinks`: segments common to all rows). `full` forwards the rows the caller related
+through `score_shared`'s `parent` (a unit) together with other units of the same shape, unit i
+at batch index i of every call, pieces padded alike (`probes.adapters.hf_lockstep`); `score`
+forwards each row alone, up to the call's last scored position. Logits are computed from the decoder's
 last hidden states only where a score is read, LOGIT_ROWS positions per output call of that fixed
 shape, so a position's logits do not depend on how many others its row scores; the adapter checks
 at load that this reproduces the model's own logits (softcapping included).
@@ -73,11 +76,10 @@ one call may keep different sinks.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import torch
 
+from probes.adapters.hf_lockstep import MAX_SLOTS, Lockstep
 from probes.adapters.hf_scoring import HFBase, blank_scores, token_nll, window_jobs
 from probes.adapters.txl import AdapterError
 from probes.protocol import ModelInfo, TokenScores, check_inputs
@@ -256,14 +258,17 @@ class HFModel(HFBase):
     def row_bytes(self, geometry: Geometry) -> int:
         """Bytes one forward needs at `geometry` (an estimate, checked before a run starts): the
         queries it really forwards (`window`: all W = mem + tgt; `full`: a row of mem + tgt
-        tokens, what its default geometry holds; else tgt_len) against their keys — one layer's attention scores,
+        tokens, what its default geometry holds, or a lockstep group's MAX_SLOTS padded slots,
+        whichever is more; else tgt_len) against their keys — one layer's attention scores,
         hidden states and feed-forward, the KV cache of every layer (`full`: three, a forked
         family's running cache, the copy kept at a fork and the fork's own) — and one output
         call."""
         c = self.config
         T, M = geometry.tgt_len, geometry.mem_len
-        if self.evaluator in ("window", "full"):  # full: a row of mem + tgt_len tokens
+        if self.evaluator == "window":
             queries = keys = M + T
+        elif self.evaluator == "full":  # a row of mem + tgt_len tokens, or a lockstep group
+            queries = keys = max(M + T, MAX_SLOTS)
         else:
             queries, keys = T, M + T + self.sinks
         d = int(getattr(c, "hidden_size", 256))
@@ -326,33 +331,40 @@ class HFModel(HFBase):
         return logits
 
     def _mask(self, visible: np.ndarray) -> torch.Tensor:
-        mask = torch.zeros((1, 1, *visible.shape), dtype=self.dtype)
-        mask.masked_fill_(torch.from_numpy(~visible)[None, None], torch.finfo(self.dtype).min)
+        """The additive (G, 1, Lq, K) mask of a (G, Lq, K) or one row's (Lq, K) bool array."""
+        rows = visible if visible.ndim == 3 else visible[None]
+        mask = torch.zeros((rows.shape[0], 1, *rows.shape[1:]), dtype=self.dtype)
+        mask.masked_fill_(torch.from_numpy(~rows)[:, None], torch.finfo(self.dtype).min)
         return mask.to(self.device)
 
     def _body(self, ids, pos, visible, cache=None):
-        """Last hidden states (L, d) of ONE row: `ids`, `pos` (L,), `visible` a (L, K) bool
-        array with K = cached + L keys, or a dict of them by attention kind (a hybrid model);
-        and the cache after it. One row per call: a row's results then depend on its own inputs
-        and the call's shapes only, not on where it sits in a batch (a multi-threaded CPU matrix
-        product may round a row differently at another row index). The shapes are the call's:
-        under `sinks` with reset the cache keeps every row's document sinks, so a row scored
-        beside rows with other boundaries may differ in rounding (base and variant share a call
-        and their boundaries, so their zeros stay exact)."""
+        """Last hidden states of ONE row — `ids`, `pos` (L,), `visible` a (L, K) bool array with
+        K = cached + L keys, or a dict of them by attention kind (a hybrid model) → (L, d) — or
+        of G rows forwarded together (`ids`, `pos` (G, L), `visible` (G, L, K) → (G, L, d));
+        and the cache after it. A row's results depend on its own inputs, the call's shapes and
+        its index in the batch, never on the other rows' values (a multi-threaded CPU matrix
+        product may round a row differently at another row index, so rows that must agree bit
+        for bit — a base and its variant — are forwarded at the same index of calls of the same
+        shape). Under `sinks` with reset the cache keeps every row's document sinks, so a row
+        scored beside rows with other boundaries may differ in rounding (base and variant share
+        a call and their boundaries, so their zeros stay exact)."""
         dev = self.device
+        one = np.ndim(ids) == 1
         if isinstance(visible, dict):
             mask = {kind: self._mask(v) for kind, v in visible.items()}
         else:
             mask = self._mask(visible)
+        ids, pos = np.atleast_2d(ids), np.atleast_2d(pos)
         out = self.decoder(
-            input_ids=torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64))[None].to(dev),
-            position_ids=torch.from_numpy(np.ascontiguousarray(pos, dtype=np.int64))[None].to(dev),
+            input_ids=torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)).to(dev),
+            position_ids=torch.from_numpy(np.ascontiguousarray(pos, dtype=np.int64)).to(dev),
             attention_mask=mask,
             use_cache=cache is not None,
             **({self._cache_kw: cache} if cache is not None else {}),
         )
         new = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-        return out.last_hidden_state[0], new
+        hidden = out.last_hidden_state
+        return (hidden[0] if one else hidden), new
 
     def _scores(self, hidden: torch.Tensor, queries: np.ndarray, targets: np.ndarray):
         """(NLL, correct) of `targets` predicted at the `queries` rows of `hidden` (L, d).
@@ -429,7 +441,7 @@ class HFModel(HFBase):
         correct[~positions] = False
         return TokenScores(nll, correct)
 
-    def _full(self, tokens, doc_ids, positions, geometry, plan=None):
+    def _full(self, tokens, doc_ids, positions, geometry, plan=None, declared=None):
         """Each row in one causal pass, every earlier key visible (within its document under
         reset). `plan` = (birth, end, parent) from fork_plan with segments of one token
         (score_shared): row r runs over the inputs birth[r] … end[r] − 1 from a copy of its
@@ -437,11 +449,9 @@ class HFModel(HFBase):
         (last: the call's last scored position, the same length for every row of the call).
         Every row of a family (a root and all that fork from it) is cut at every birth in the
         family after its own: a base shared by several variants and each of its variants then
-        forward what follows a cut in identical shapes. A family runs depth first and a cache
-        kept for a fork is dropped once its last fork has taken it, so a call holds one
-        family's caches at a time; a row with no family is one forward without a cache."""
-        from transformers import DynamicCache
-
+        forward what follows a cut in identical shapes. `declared`: the caller's parents; units
+        of rows it related run in lockstep, several a forward (`hf_lockstep`); None: each row
+        alone. A cache kept for a fork is dropped once its last fork has taken it."""
         B, N = tokens.shape
         if plan is None:
             last = int(np.flatnonzero(positions.any(0)).max())  # inputs 0 … last − 1 are needed
@@ -455,47 +465,76 @@ class HFModel(HFBase):
         self._check_positions(pos, doc_ids, needed)
         nll = np.full((B, N), np.nan)
         correct = np.zeros((B, N), dtype=bool)
-        children = {
-            r: sorted(np.flatnonzero(parent == r), key=lambda c: birth[c]) for r in range(B)
-        }
-        root = np.arange(B)
-        for r in range(B):
-            while parent[root[r]] >= 0:
-                root[r] = parent[root[r]]
-        born = {int(x): {int(birth[c]) for c in range(B) if root[c] == x and parent[c] >= 0}
-                for x in set(root.tolist())}  # fmt: skip
-        waiting = {}  # (row, inputs done) → [its cache there, forks yet to take it]
-        for top in [r for r in range(B) if parent[r] < 0]:
-            stack = [top]
-            while stack:
-                r = stack.pop()
-                b = int(birth[r]) if parent[r] >= 0 else 0
-                if b:
-                    p = int(parent[r])
-                    nll[r, : b + 1], correct[r, : b + 1] = nll[p, : b + 1], correct[p, : b + 1]
-                    held = waiting[(p, b)]
-                    held[1] -= 1
-                    cache = held[0] if held[1] == 0 else _select(held[0], np.arange(b), self.device)
-                    if held[1] == 0:
-                        del waiting[(p, b)]
-                else:
-                    cache = DynamicCache() if born[int(root[r])] else None
-                if not children[r] and not wanted[r, b + 1 :].any():
-                    continue  # nothing to score and nothing forks from it
-                forks = {int(birth[c]) for c in children[r]}
-                cuts = sorted({b, int(end[r])} | {f for f in born[int(root[r])] if b < f < end[r]})
-                for s, e in itertools.pairwise(cuts):
-                    q, k = np.arange(s, e), np.arange(e)
-                    vis = self._visible(q, k, doc_ids[r, s:e], doc_ids[r, :e], geometry.reset)
-                    hidden, cache = self._body(tokens[r, s:e], pos[r, s:e], vis, cache)
-                    t = s + 1 + np.flatnonzero(wanted[r, s + 1 : e + 1])
-                    if t.size:
-                        nll[r, t], correct[r, t] = self._scores(hidden, t - 1 - s, tokens[r, t])
-                    if e in forks:
-                        takers = sum(1 for c in children[r] if birth[c] == e)
-                        waiting[(r, e)] = [_select(cache, np.arange(e), self.device), takers]
-                stack.extend(reversed(children[r]))  # the earliest-born fork runs next
+        lockstep = Lockstep(birth, end, parent, wanted, declared)
+        for group in lockstep.groups():
+            self._full_group(lockstep, group, tokens, doc_ids, pos, geometry.reset, nll, correct)
         return nll, correct
+
+    def _full_group(self, lockstep, group, tokens, doc_ids, pos, reset, nll, correct):
+        """`_full` for units of one shape, unit i at batch index i of every forward, step by
+        step of their common running order (`hf_lockstep`: segments padded by the ranks of
+        their marks, pad slots seen by no query)."""
+        from transformers import DynamicCache
+
+        G, tree = len(group), lockstep.tree(group[0])
+        pad = lockstep.padding(group, tree)
+        rank = {v: i for i, v in enumerate(lockstep.marks(group[0]))}
+        parent, wanted = lockstep.parent, lockstep.wanted
+        waiting = {}  # (step, cut rank) → [caches, slot positions, slot docs, forks to take it]
+        for j, (up, born, _, skip) in enumerate(tree):
+            rows = [unit[j] for unit in group]
+            if up >= 0:
+                for r in rows:
+                    p, b = int(parent[r]), lockstep.birth_of(r)
+                    nll[r, : b + 1], correct[r, : b + 1] = nll[p, : b + 1], correct[p, : b + 1]
+                held = waiting[(up, born)]
+                held[3] -= 1
+                k_pos, k_doc = held[1], held[2]
+                if held[3] == 0:
+                    cache = held[0]
+                    del waiting[(up, born)]
+                else:
+                    cache = _select(held[0], np.arange(k_pos.shape[1]), self.device)
+            else:
+                forked = any(step[0] == j for step in tree)
+                cache = DynamicCache() if forked else None
+                k_pos, k_doc = np.zeros((G, 0), np.int64), np.zeros((G, 0), np.int64)
+            if skip:
+                continue  # nothing to score and nothing forks from it
+            takers = [step[1] for step in tree if step[0] == j]
+            cuts = [lockstep.cuts(unit, j) for unit in group]
+            for m in range(len(cuts[0]) - 1):
+                s = [c[m] for c in cuts]
+                e = [c[m + 1] for c in cuts]
+                L, K = pad[(rank[cuts[0][m]], rank[cuts[0][m + 1]])], k_pos.shape[1]
+                ids = np.zeros((G, L), np.int64)
+                q_ids = np.zeros((G, L), np.int64)
+                q_pos = np.repeat(-1 - (K + np.arange(L))[None], G, 0)  # pads: unique, < 0
+                q_doc = np.full((G, L), -1, np.int64)
+                for i, r in enumerate(rows):
+                    n = e[i] - s[i]
+                    ids[i, :n], q_ids[i, :n] = tokens[r, s[i] : e[i]], pos[r, s[i] : e[i]]
+                    q_pos[i, :n], q_doc[i, :n] = np.arange(s[i], e[i]), doc_ids[r, s[i] : e[i]]
+                k_pos = np.concatenate([k_pos, q_pos], 1)
+                k_doc = np.concatenate([k_doc, q_doc], 1)
+                vis = [
+                    self._visible(q_pos[i], k_pos[i], q_doc[i], k_doc[i], reset) for i in range(G)
+                ]
+                if self.hybrid:
+                    vis = {kind: np.stack([v[kind] for v in vis]) for kind in vis[0]}
+                else:
+                    vis = np.stack(vis)
+                hidden, cache = self._body(ids, q_ids, vis, cache)
+                for i, r in enumerate(rows):
+                    t = s[i] + 1 + np.flatnonzero(wanted[r, s[i] + 1 : e[i] + 1])
+                    if t.size:
+                        nll[r, t], correct[r, t] = self._scores(
+                            hidden[i], t - 1 - s[i], tokens[r, t]
+                        )
+                here = rank[cuts[0][m + 1]]
+                if here in takers:
+                    kept = _select(cache, np.arange(k_pos.shape[1]), self.device)
+                    waiting[(j, here)] = [kept, k_pos, k_doc, takers.count(here)]
 
     def _sink_rows(self, doc_ids: np.ndarray, reset: bool) -> np.ndarray:
         """(B, N) bool: the positions each row keeps as sinks."""
@@ -621,7 +660,7 @@ class HFModel(HFBase):
         plan = fork_plan(positions, np.asarray(parent), np.asarray(shared), T, N)
         with torch.inference_mode():
             if self.evaluator == "full":
-                nll, correct = self._full(tokens, doc_ids, positions, geometry, plan)
+                nll, correct = self._full(tokens, doc_ids, positions, geometry, plan, parent)
             else:
                 nll, correct = self._stream(tokens, doc_ids, positions, geometry, plan)
         nll[~positions] = np.nan

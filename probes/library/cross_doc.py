@@ -234,7 +234,8 @@ class CrossDoc(Probe):
             scored = np.r_[pr["first"], pr["answer"], pr["check"]]
             docs = pr["doc_ids"]
             r_c = rows.add(pr["conf"], docs, scored)
-            r_f = rows.add(pr["foreign"], docs, scored)
+            # related to r_c (nothing shared): compared with it bit for bit under reset
+            r_f = rows.add(pr["foreign"], docs, scored, r_c, 0)
             alts = []
             end = int(pr["answer"][-1]) + 1  # the stale value in B's answer: scored there only
             for r in (r_c, r_f):
