@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 
 MAX_UNITS = 8
-MAX_SLOTS = 1024
+MAX_SLOTS = 2048
 
 
 class Lockstep:
