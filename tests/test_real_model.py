@@ -134,6 +134,24 @@ def test_an_identical_pair_gives_exactly_zero(full, tokenizer, text_ids, name, m
     assert np.array_equal(x.nll[0], x.nll[1], equal_nan=True)
 
 
+def test_forwarded_in_lockstep_an_identical_variant_scores_exactly_its_base(full):
+    """Six fact-swap units of six lengths in one `score_shared` call under `full`: forwarded
+    together (docs/design.md, *Units in lockstep*; their 1-token answer pieces go six to a
+    forward, where a multi-threaded product may round a row by its index), each identical
+    variant scores its base's numbers bit for bit, and every number equals `score`'s."""
+    from token_rows import fact_swap_units
+
+    tokens, docs, scored, parent, shared = fact_swap_units(
+        (44, 40, 36, 41, 30, 38), vocab=int(full.info.vocab_size), seed=3
+    )
+    x = full.score_shared(tokens, docs, scored, geo(0, 64, False), parent=parent, shared=shared)
+    for u in range(6):
+        assert np.array_equal(x.nll[4 * u], x.nll[4 * u + 1], equal_nan=True), u
+        assert np.array_equal(x.nll[4 * u + 2], x.nll[4 * u + 3], equal_nan=True), u
+    plain = full.score(tokens, docs, scored, geo(0, 64, False))
+    assert np.abs(np.nan_to_num(x.nll - plain.nll)).max() <= 1e-4
+
+
 def test_a_token_one_past_the_stated_reach_changes_nothing(full, tokenizer, text_ids):
     """stream with mem 2, tgt 4 on 30 layers (stated reach 120 at t = 150): a token one past
     the reach, or further, leaves the scored token's NLL bitwise as it was; one inside the
