@@ -171,7 +171,7 @@ def test_each_row_is_labelled_by_where_what_it_measures_falls(models, tmp_path):
 
 def test_without_the_check_tail_b_ends_at_its_answer_and_the_check_says_why(models, tmp_path):
     padded = probes.run("cross-doc", model=models["mem"], distance="2-12", n=3, out=tmp_path,
-                        progress=False)  # fmt: skip
+                        check_tail="on", progress=False)  # fmt: skip
     short = probes.run("cross-doc", model=models["mem"], distance="2-12", n=3, out=tmp_path,
                        check_tail="off", progress=False)  # fmt: skip
     assert padded.checks["beyond_reach_zero"]["n_tokens"] > 0
@@ -179,3 +179,16 @@ def test_without_the_check_tail_b_ends_at_its_answer_and_the_check_says_why(mode
     assert check["n_tokens"] == 0 and check["status"] == "not applicable"
     assert "--check-tail off" in check["why"]
     assert short.checks["reset_leakage_zero"]["passed"]
+
+
+def test_auto_leaves_out_padding_that_would_more_than_double_the_texts(models, tmp_path):
+    """The padding is a sanity check of the evaluator, not the measurement: where A's reach is
+    longer than the texts themselves (a deep model's, or short gaps), auto leaves it out and
+    the check says why; asked for, it is kept."""
+    auto = probes.run("cross-doc", model=models["mem"], distance="2-12", n=3, out=tmp_path,
+                      progress=False)  # fmt: skip
+    check = auto.checks["beyond_reach_zero"]
+    assert check["n_tokens"] == 0 and check["status"] == "not applicable"
+    assert "more than double" in check["why"] and "--check-tail on" in check["why"]
+    longer = probes.run("cross-doc", model=models["mem"], n=3, out=tmp_path, progress=False)
+    assert longer.checks["beyond_reach_zero"]["n_tokens"] > 0  # auto bins: the texts are long

@@ -32,7 +32,9 @@ The run's own checks (a failure makes `probe run` exit 1):
                          tolerance; the same positions and shapes make them equal bit for bit);
                          a model whose reset moves positions (learned absolute positions) is
                          compared at equal positions only: carry with foreign. B ends in filler
-                         past A's layered reach so that the check has tokens to check
+                         past A's layered reach so that the check has tokens to check (by
+                         default only where that at most doubles the longest text: a deep
+                         model's reach is many times its texts; --check-tail)
 
 Bins: distance (A's fact → the boundary) × kind × tokens; Holm runs across the distance bins of
 one (kind, tokens) family. Each bin's reach label says where what the row measures falls for its
@@ -101,7 +103,7 @@ DISTANCE_HELP = (
 )
 
 
-@probe("cross-doc", version=2, diagnose=40)
+@probe("cross-doc", version=3, diagnose=40)
 class CrossDoc(Probe):
     """Previous document with a conflicting fact: reset vs carry vs foreign cache on B."""
 
@@ -121,7 +123,8 @@ class CrossDoc(Probe):
             help="pad B past A's layered reach so that beyond_reach_zero has tokens to check "
             "(a deep model's reach is n_layer cache lengths: thousands of tokens per text): "
             "on, off (B ends after its answer; the check is not applicable), or auto (on where "
-            "the texts can hold it: the haystack, a model's positions)",
+            "the texts can hold it — the haystack, a model's positions — and it at most doubles "
+            "the longest text)",
         )
 
     default_n = 24
@@ -166,6 +169,14 @@ class CrossDoc(Probe):
         tail = (
             0 if self.carry_horizon.unbounded or p.check_tail == "off" else reach + CHECK_TAIL + 1
         )
+        unpadded = bins[-1][1] + offset  # the longest gap and B up to its answer
+        if tail > unpadded and p.check_tail == "auto":
+            # a sanity check, not the measurement: never worth more than the texts themselves
+            tail = 0
+            self.tail_left_out = (
+                f"B's padding past A's reach ({reach + CHECK_TAIL + 1:,} tokens) would more "
+                f"than double its longest text ({unpadded:,} tokens without it)"
+            )
         limit = row_limit(ctx)  # what a text can hold: the haystack, a model's positions
         if limit is not None:
             # A's fact, and B's fact and answer beside its offset, in the model's tokens
