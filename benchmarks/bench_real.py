@@ -26,7 +26,8 @@ Runs where transformers 5, gguf, accelerate and the wheels are installed (`nox -
 `nox -s bench` queues it); lm-eval is optional (its column says "not installed"). Sizes:
 BENCH_REAL_SHORT_N (6 pairs), BENCH_REAL_LONG_N (2), BENCH_REAL_MODELS (smollm2,gemma3),
 BENCH_REAL_EVALUATORS (full,stream,sinks,window), BENCH_REAL_DEVICE (cpu; cuda where there is
-one) and BENCH_REAL_DTYPE (float32; bfloat16).
+one), BENCH_REAL_DTYPE (float32; bfloat16) and BENCH_REAL_ROUNDS (1: the tool, the floor and the
+loop that many times, interleaved, the best of each — on a machine whose speed drifts).
 """
 
 from __future__ import annotations
@@ -373,6 +374,7 @@ def run(console) -> None:
         "long": int(os.environ.get("BENCH_REAL_LONG_N", 2)),
     }
     evaluators = os.environ.get("BENCH_REAL_EVALUATORS", "full,stream,sinks,window").split(",")
+    rounds = int(os.environ.get("BENCH_REAL_ROUNDS", 1))
     threads = torch.get_num_threads()
     peak = matmul_peak(device)
     console.print(
@@ -395,20 +397,28 @@ def run(console) -> None:
                 n = sizes[set_name]
                 if n < 1:
                     continue
-                runs = {}
-                for ev in evaluators:
-                    lm = loaded if ev == "full" else hf_load.wrap(
-                        loaded.model, loaded.info.config, path=Path(loaded.info.path),
-                        sha256=loaded.info.sha256, model_id=None, evaluator=ev, dtype=dtype,
-                    )  # fmt: skip
-                    if lm is not loaded:
-                        lm.tokenizer, lm.special_tokens = loaded.tokenizer, loaded.special_tokens
-                        lm.tokenizer_origin = loaded.tokenizer_origin
-                    runs[ev] = tool_run(lm, distance, n, out, device, dtype)
-                first = runs.get("full", runs[evaluators[0]])  # the floor's NLLs are full's
-                rows = stored_rows(first["run_dir"])
-                fl = floor(loaded, rows)
-                loop = plain_stream(loaded, rows, MEM, TGT)
+                runs: dict[str, dict] = {}
+                fl = loop = None
+                for _ in range(rounds):  # interleaved, the best of each: the machine drifts
+                    for ev in evaluators:
+                        lm = loaded if ev == "full" else hf_load.wrap(
+                            loaded.model, loaded.info.config, path=Path(loaded.info.path),
+                            sha256=loaded.info.sha256, model_id=None, evaluator=ev, dtype=dtype,
+                        )  # fmt: skip
+                        if lm is not loaded:
+                            lm.tokenizer, lm.special_tokens = (
+                                loaded.tokenizer,
+                                loaded.special_tokens,
+                            )
+                            lm.tokenizer_origin = loaded.tokenizer_origin
+                        r = tool_run(lm, distance, n, out, device, dtype)
+                        if ev not in runs or r["scoring"] < runs[ev]["scoring"]:
+                            runs[ev] = r
+                    first = runs.get("full", runs[evaluators[0]])  # the floor's NLLs are full's
+                    rows = stored_rows(first["run_dir"])
+                    f, p = floor(loaded, rows), plain_stream(loaded, rows, MEM, TGT)
+                    fl = f if fl is None or f["seconds"] < fl["seconds"] else fl
+                    loop = p if loop is None or p["seconds"] < loop["seconds"] else loop
                 for ev, r in runs.items():
                     if ev == "full":
                         ratio, target = r["scoring"] / fl["seconds"], f"≤ {FULL_TARGET}"
@@ -438,8 +448,9 @@ def run(console) -> None:
                     f"{fl['max_diff']:.1e}", f"{loop['seconds']:.2f}", f"{tool_rate:.3f}",
                     peer_rate, differ,
                 )  # fmt: skip
-            wall, rss, code = whole_run(file, SETS["short"], sizes["short"], out, device, dtype)
-            users.add_row(name, f"{load_s:.1f}", f"{wall:.1f}", f"{rss:,.0f}", str(code))
+            if sizes["short"] >= 1:
+                wall, rss, code = whole_run(file, SETS["short"], sizes["short"], out, device, dtype)
+                users.add_row(name, f"{load_s:.1f}", f"{wall:.1f}", f"{rss:,.0f}", str(code))
             del loaded
             for t in (phases, side, users):
                 console.print(t)
