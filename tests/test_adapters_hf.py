@@ -476,6 +476,14 @@ def test_full_forwards_a_base_and_its_variant_at_one_index_of_calls_of_one_shape
     np.testing.assert_allclose(x.nll, plain.nll, atol=1e-5)
 
 
+def test_a_parent_that_names_no_row_is_refused(dirs):
+    m = lm(dirs, "llama", "full")
+    tokens, docs, scored = rows(n=20, b=2)
+    with pytest.raises(ValueError, match="row index below 2"):
+        m.score_shared(tokens, docs, scored, geo(0, 8), parent=np.array([-1, 9]),
+                       shared=np.array([0, 0]))  # fmt: skip
+
+
 def test_a_contrast_row_under_full_forwards_its_answer_only(dirs, monkeypatch):
     """Base, variant and each one's contrast row (3 answer tokens replaced at 30): the two
     contrast rows add 3 + 3 forwarded tokens, not two more rows."""

@@ -252,6 +252,8 @@ def fork_plan(positions, parent, shared, T: int, N: int):
     from (`eff_parent`, −1 for roots). A row forks at the last segment boundary b with
     b + 1 <= shared (its first b inputs and the target b equal the parent's)."""
     R = positions.shape[0]
+    if ((parent < -1) | (parent >= R)).any():
+        raise ValueError(f"a row's parent must be -1 (none) or a row index below {R}")
     last = np.array([np.flatnonzero(p).max() if p.any() else 0 for p in positions])
     # inputs needed to score target `last`: last; round up to a segment boundary, cap at N − 1
     end = np.minimum(((last + T - 1) // T) * T, N - 1)
