@@ -48,7 +48,7 @@ class Prepared:
     sources: list[Any]  # Paths or LossModel objects, the probe's model first
     options: RunOptions  # the run's options, models named (run.json, `probe rerun`)
     argv: list[str] | None
-    t0: float
+    prepare_s: float  # the time `prepare` took; a run's elapsed_s adds its own execution
     texts: Any = None  # probes.framework.text.TextSetup: what the texts are written in
 
     @property
@@ -182,7 +182,8 @@ def prepare(
     if registry.is_file_spec(probe):
         file, attr = probe.rsplit(":", 1)
         spec = f"{Path(file).resolve()}:{attr}"
-    return Prepared(cls, spec, params, instance, ctx, sources, opts, argv, t0, texts)
+    prepare_s = time.perf_counter() - t0
+    return Prepared(cls, spec, params, instance, ctx, sources, opts, argv, prepare_s, texts)
 
 
 def check_row_length(instance, ctx) -> None:
@@ -254,9 +255,10 @@ def execute(prepared: Prepared, *, out: str | Path | None = None) -> Summary:
 def _execute(p: Prepared, run_dir: RunDir | None, options: RunOptions) -> Summary:
     """Run the probe into `run_dir`; None (a rank other than 0): run it and write nothing."""
     cls, ctx = p.cls, p.ctx
+    started = time.perf_counter()  # not prepare's start: a diagnose prepares every probe first
     with _threads(options.threads) as n_threads:
         if run_dir is None:
-            return _summary(p, p.instance.execute(ctx), None, [])
+            return _summary(p, p.instance.execute(ctx), None, [], started)
         record = run_record(cls, p.spec, p.params, options, ctx, n_threads, p.argv, p.texts)
         with run_dir.recording(record):
             ctx.run_dir = run_dir
@@ -279,7 +281,7 @@ def _execute(p: Prepared, run_dir: RunDir | None, options: RunOptions) -> Summar
                 run_dir.write_npz("texts.npz", outcome.texts)
             with run_dir.writing("*.png"):
                 plots = [draw(run_dir.path) for draw in outcome.plots]
-            summary = _summary(p, outcome, run_dir, plots)
+            summary = _summary(p, outcome, run_dir, plots, started)
             run_dir.write_json("summary.json", summary.to_dict())
             run_dir.finish(record, passed=summary.passed, elapsed_s=summary.elapsed_s)
             return summary
@@ -302,8 +304,11 @@ UNMATCHED_DOC = (
 )
 
 
-def _summary(p: Prepared, outcome, run_dir: RunDir | None, plots: list[str]) -> Summary:
-    """The run's Summary (its run_dir None on a rank that writes nothing)."""
+def _summary(
+    p: Prepared, outcome, run_dir: RunDir | None, plots: list[str], started: float
+) -> Summary:
+    """The run's Summary (its run_dir None on a rank that writes nothing); `started`: when its
+    execution began."""
     cls, ctx, lm = p.cls, p.ctx, p.ctx.model
     return Summary(
         probe=cls.name,
@@ -327,7 +332,7 @@ def _summary(p: Prepared, outcome, run_dir: RunDir | None, plots: list[str]) -> 
         higher_is_better=outcome.higher_is_better,
         verdict_rule=_verdict_rule(),
         margin=margin_record(cls, ctx),
-        elapsed_s=round(time.perf_counter() - p.t0, 3),
+        elapsed_s=round(p.prepare_s + time.perf_counter() - started, 3),
         plots=plots,
     )
 
