@@ -271,3 +271,32 @@ def test_resume_refuses_what_it_cannot_finish_in_one_line(models, tmp_path):
         r = CliRunner().invoke(cli, ["diagnose", "--resume", *map(str, args)])
         assert r.exit_code == 2 and says in r.output, r.output
         assert len(r.output.strip().splitlines()) == 1
+
+
+def test_a_probe_run_times_its_own_execution_not_the_probes_before_it(
+    models, tmp_path, monkeypatch
+):
+    """A diagnose prepares every probe before it runs the first; a clock that jumps 100 s after
+    each probe run shows whether a run's elapsed_s counted the runs before it."""
+    import time
+
+    from probes.framework import runner
+
+    real_clock, real_execute = time.perf_counter, runner.execute
+    jumped = [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: real_clock() + jumped[0])
+
+    def then_jump(plan, **kw):
+        summary = real_execute(plan, **kw)
+        jumped[0] += 100.0
+        return summary
+
+    monkeypatch.setattr(runner, "execute", then_jump)
+    r = invoke("diagnose", "--model", models["m"], "--quick", "--out", tmp_path, "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    (run_dir,) = (tmp_path / "diagnose").glob("*/*")
+    elapsed = [json.loads((run_dir / rel / "summary.json").read_text())["elapsed_s"]
+               for rel in doc["runs"].values()]  # fmt: skip
+    assert len(elapsed) > 2 and max(elapsed) < 100.0, elapsed
+    assert doc["elapsed_s"] >= 100.0 * (len(elapsed) - 1)
