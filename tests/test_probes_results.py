@@ -47,6 +47,16 @@ def test_samples_are_appended_and_readable_after_an_interruption(tmp_path):
     assert [s["pair"] for s in results.load_samples(rd.path)] == [0, 1]
 
 
+def test_a_finished_run_records_at_least_the_memory_it_held(tmp_path):
+    held = np.ones(64 << 20, dtype=np.uint8)  # 64 MiB, every page touched
+    rd = results.RunDir.create(tmp_path, "p", "m")
+    record = {"status": "running"}
+    rd.finish(record, passed=True, elapsed_s=1.0)
+    written = json.loads((rd.path / "run.json").read_text())
+    assert written["peak_rss_mb"] >= 64 and written["status"] == "complete"
+    del held
+
+
 def test_npz_loads_without_pickle(tmp_path):
     rd = results.RunDir.create(tmp_path, "p", "m")
     rd.write_npz("tokens.npz", {"nll": np.arange(3.0), "pair": np.arange(3)})

@@ -22,6 +22,7 @@ import datetime as _dt
 import json
 import re
 import secrets
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,7 @@ class RunDir:
             self._close_samples()
         record["status"] = "complete" if passed else "failed-check"
         record["elapsed_s"] = elapsed_s
+        record["peak_rss_mb"] = peak_rss_mb()
         self.write_json("run.json", record)
 
     def _close_samples(self) -> None:
@@ -333,3 +335,15 @@ def load_samples(path: Path) -> list[dict]:
             except json.JSONDecodeError:  # a line cut by an interruption
                 break
     return out
+
+
+def peak_rss_mb() -> int | None:
+    """The process's peak resident memory so far, in MB (None where the OS does not say): what a
+    run needed, for the next one sized like it. A diagnose's probe runs share one process, so a
+    later run's figure includes the runs before it."""
+    try:
+        import resource
+    except ImportError:  # not on this OS
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1 << 20 if sys.platform == "darwin" else 1 << 10))  # bytes there, KiB here
