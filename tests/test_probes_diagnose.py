@@ -300,3 +300,73 @@ def test_a_probe_run_times_its_own_execution_not_the_probes_before_it(
                for rel in doc["runs"].values()]  # fmt: skip
     assert len(elapsed) > 2 and max(elapsed) < 100.0, elapsed
     assert doc["elapsed_s"] >= 100.0 * (len(elapsed) - 1)
+
+
+ONLY_CONTEXT_SWEEP = [
+    "--skip", "boundary", "--skip", "fact-swap", "--skip", "topic-shift", "--skip", "cross-doc",
+    "--skip", "fact-rebind", "--skip", "fact-update", "--skip", "recl",
+]  # fmt: skip
+
+
+def test_a_resumed_diagnose_picks_up_the_contexts_an_interrupted_sweep_finished(
+    models, tmp_path, monkeypatch
+):
+    """Interrupted in its fourth truncated context, then resumed: the sweep scores only the
+    contexts it had not finished, and its summary and per-token arrays equal an uninterrupted
+    run's number for number."""
+    import numpy as np
+
+    from probes.engine import sweep
+
+    def sweep_run(out):
+        (d,) = (out / "diagnose").glob("*/*")
+        (r,) = [p for p in (d / "runs" / "context-sweep").glob("*/*")
+                if json.loads((p / "run.json").read_text())["status"] == "complete"]  # fmt: skip
+        return d, r
+
+    args = ["--model", models["m"], "--quick", *ONLY_CONTEXT_SWEEP, "--json"]
+    real = sweep.truncated
+    scored = []
+
+    def counted(model, texts, c, geometry):
+        scored.append(c)
+        return real(model, texts, c, geometry)
+
+    monkeypatch.setattr(sweep, "truncated", counted)
+    assert invoke("diagnose", *args, "--out", tmp_path / "whole").exit_code == 0
+    contexts = list(scored)
+    assert len(contexts) > 4
+
+    def stops_at_the_fourth(model, texts, c, geometry):
+        scored.append(c)
+        if len(scored) == 4:
+            raise KeyboardInterrupt
+        return real(model, texts, c, geometry)
+
+    scored.clear()
+    monkeypatch.setattr(sweep, "truncated", stops_at_the_fourth)
+    r = CliRunner().invoke(cli, ["diagnose", *map(str, args), "--out", str(tmp_path / "cut")])
+    assert r.exit_code == 130
+    (cut,) = (tmp_path / "cut" / "diagnose").glob("*/*")
+
+    scored.clear()
+    monkeypatch.setattr(sweep, "truncated", counted)
+    r = invoke("diagnose", "--resume", cut, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert scored == contexts[3:]  # the three finished contexts are not scored again
+    _, whole = sweep_run(tmp_path / "whole")
+    _, resumed = sweep_run(tmp_path / "cut")
+    record = json.loads((resumed / "run.json").read_text())
+    assert record["kept_samples"]["samples"] == 3
+    a, b = (json.loads((d / "summary.json").read_text()) for d in (whole, resumed))
+    for key in ("bins", "metrics", "verdict"):
+        assert a[key] == b[key], key
+    with np.load(whole / "tokens.npz") as x, np.load(resumed / "tokens.npz") as y:
+        assert sorted(x.files) == sorted(y.files)
+        for f in x.files:
+            assert np.array_equal(x[f], y[f]), f
+
+    def contexts_sampled(d):
+        return [json.loads(line)["c"] for line in (d / "samples.jsonl").read_text().splitlines()]
+
+    assert contexts_sampled(resumed) == contexts_sampled(whole)  # the resumed run is whole

@@ -237,7 +237,11 @@ def _execute(runs: list[_Run], run_dir: Any, progress: Any, keep: bool = False) 
             r.summary = done
             continue
         progress.log(f"diagnose: {r.name}{who} ({k + 1}/{len(runs)}) …")
-        r.summary = runner.execute(r.plan, out=run_dir.path / "runs").to_dict()
+        kept = _interrupted(r, run_dir.path / "runs") if keep else None
+        if kept is not None:
+            progress.log(f"diagnose: {r.name}{who} picks up {len(kept[1])} samples of "
+                         f"{os.path.relpath(kept[0], run_dir.path)}")  # fmt: skip
+        r.summary = runner.execute(r.plan, out=run_dir.path / "runs", kept=kept).to_dict()
 
 
 # What may differ between two runs of the same measurement: where they were written and how
@@ -256,12 +260,11 @@ def _identity(name: str, version: Any, params: Any, options: dict, models: list,
                   "seen": seen})  # fmt: skip
 
 
-def _finished(run: _Run, runs_dir: Path) -> dict | None:
-    """The summary of a finished run (complete, or failed its own check) of this very probe
-    run in `runs_dir`: the same probe version, parameters, options (but --out and --threads) and
-    model files; None when there is none."""
+def _same_measurement(run: _Run, runs_dir: Path):
+    """(path, status) of every run of this very probe run in `runs_dir`, oldest first: the
+    same probe version, parameters, options (but --out and --threads) and model files."""
     from probes.framework import params as params_mod
-    from probes.framework.results import read_json, safe_id
+    from probes.framework.results import read_json, safe_id, status
     from txl.files import FileRefused
 
     p = run.plan
@@ -272,15 +275,47 @@ def _finished(run: _Run, runs_dir: Path) -> dict | None:
     for path in sorted((runs_dir / safe_id(p.cls.name) / safe_id(p.model.info.id)).glob("*")):
         try:
             rec = read_json(path / "run.json")
-            if rec.get("status") not in ("complete", "failed-check"):
-                continue
             shas = [rec["model"]["sha256"]] + [g["sha256"] for g in rec.get("group", [])[1:]]
             got = _identity(rec["probe"]["name"], rec["probe"]["version"], rec["params"],
                             rec["options"], shas, [rec["geometry"], rec["horizon"]])  # fmt: skip
-            if got == want:  # where it is now: the directory may have moved since
-                return {**read_json(path / "summary.json"), "run_dir": str(path)}
+            if got == want:
+                yield path, status(path, rec)
         except (FileRefused, OSError, KeyError, TypeError):
             continue
+
+
+def _finished(run: _Run, runs_dir: Path) -> dict | None:
+    """The summary of a finished run (complete, or failed its own check) of this very probe
+    run in `runs_dir`; None when there is none."""
+    from probes.framework.results import read_json
+    from txl.files import FileRefused
+
+    for path, state in _same_measurement(run, runs_dir):
+        if state in ("complete", "failed-check"):
+            try:  # where it is now: the directory may have moved since
+                return {**read_json(path / "summary.json"), "run_dir": str(path)}
+            except (FileRefused, OSError):
+                continue
+    return None
+
+
+def _interrupted(run: _Run, runs_dir: Path) -> tuple[Path, list[dict]] | None:
+    """The newest interrupted (or killed) run of this very probe run in `runs_dir` and its
+    samples, for a probe that resumes from them; None when there is none or it wrote none."""
+    from probes.framework.results import load_samples
+    from txl.files import FileRefused
+
+    if not run.plan.cls.resumes_from_samples:
+        return None
+    stopped = [path for path, state in _same_measurement(run, runs_dir)
+               if state in ("interrupted", "dead")]  # fmt: skip
+    for path in reversed(stopped):
+        try:
+            samples = load_samples(path)
+        except (FileRefused, OSError):
+            continue
+        if samples:
+            return path, samples
     return None
 
 

@@ -236,23 +236,31 @@ def _threads(n: int | None):
     return adapters.threads(n)
 
 
-def execute(prepared: Prepared, *, out: str | Path | None = None) -> Summary:
+def execute(
+    prepared: Prepared, *, out: str | Path | None = None, kept: tuple[Path, list] | None = None
+) -> Summary:
     """Create the run directory (under `out`, default: the prepared --out) and run. From here
     a failure is internal, an interruption, or a file the disk refused (ProbeInputError naming
-    it: disk full, read-only), and run.json records the status."""
+    it: disk full, read-only), and run.json records the status. `kept`: an interrupted run of
+    this very measurement and its samples, for a probe that `resumes_from_samples` (run.json
+    records where they came from)."""
     p = prepared
     lm = p.ctx.model
     options = p.options if out is None else dataclasses.replace(p.options, out=str(out))
+    if kept is not None:
+        p.ctx.kept_samples = list(kept[1])
     if p.ctx.ranks is not None and not p.ctx.ranks.is_main:
         return _execute(p, None, options)  # its share of the scoring; rank 0 writes
     try:
         run_dir = RunDir.create(Path(options.out), p.cls.name, lm.info.id)
-        return _execute(p, run_dir, options)
+        return _execute(p, run_dir, options, kept)
     except RunDirError as e:  # bad --out, or a file the disk refused (RunWriteError)
         raise ProbeInputError(str(e)) from None
 
 
-def _execute(p: Prepared, run_dir: RunDir | None, options: RunOptions) -> Summary:
+def _execute(
+    p: Prepared, run_dir: RunDir | None, options: RunOptions, kept: tuple[Path, list] | None = None
+) -> Summary:
     """Run the probe into `run_dir`; None (a rank other than 0): run it and write nothing."""
     cls, ctx = p.cls, p.ctx
     started = time.perf_counter()  # not prepare's start: a diagnose prepares every probe first
@@ -260,6 +268,8 @@ def _execute(p: Prepared, run_dir: RunDir | None, options: RunOptions) -> Summar
         if run_dir is None:
             return _summary(p, p.instance.execute(ctx), None, [], started)
         record = run_record(cls, p.spec, p.params, options, ctx, n_threads, p.argv, p.texts)
+        if kept is not None:
+            record["kept_samples"] = {"from": str(kept[0]), "samples": len(kept[1])}
         with run_dir.recording(record):
             ctx.run_dir = run_dir
             ctx.log(f"run directory {run_dir.path}")

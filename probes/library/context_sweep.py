@@ -34,7 +34,9 @@ largest c is STATE_MAX_CONTEXT unless `--max-context` says.
 Default n = 16 texts, each scored on its answer tokens (about 6) and `--ordinary` 16 filler
 tokens evenly spaced over its last `--window` tokens; the cost is one window of c tokens per
 scored token and c, so it grows with the sum of the squared contexts (about 2 minutes for the
-default-shaped model at --mem 640 on 2 CPU cores; --quick: 4 texts).
+default-shaped model at --mem 640 on 2 CPU cores; --quick: 4 texts). On a real model that is
+hours at one thread, so each context's results go to samples.jsonl whole, and a resumed
+diagnose (`probe diagnose --resume`) picks up the contexts an interrupted sweep finished.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ class ContextSweep(Probe):
     quick_n = 4
     supports_haystack = True  # real text: fact documents in haystack filler
     supports_bridge = True  # synth texts mapped to the model's tokens (probes.engine.sweep)
+    resumes_from_samples = True  # a sample holds one context whole; a long sweep resumes by c
     columns = (
         Column("c", "c", identifies=True),
         Column("n", "n"),
@@ -140,8 +143,25 @@ class ContextSweep(Probe):
         means = {(c, s): np.zeros((C, len(self.texts))) for c in conds for s in SETS}
         acc = np.zeros((C, len(self.texts)))
         nll_all = {}
-        with ctx.steps(C * len(conds), f"{self.name}: contexts") as advance:
+        kept = self._kept(ctx.kept_samples, conds)
+        # what each step costs, for the time left: a truncated step forwards a window of c
+        # tokens per scored token; a streamed one, every text once
+        scored = sum(len(t.scored) for t in self.texts)
+        streamed = sum(len(t.tokens) for t in self.texts)
+        work = [scored * c if cond == "truncated" else streamed
+                for c in self.contexts for cond in conds]  # fmt: skip
+        with ctx.steps(C * len(conds), f"{self.name}: contexts", work) as advance:
             for j, c in enumerate(self.contexts):
+                if c in kept:  # scored by the interrupted run this one resumes
+                    record = kept[c]
+                    for cond in conds:
+                        for s in SETS:
+                            means[cond, s][j] = record[f"{cond}_{s}_nll"]
+                    acc[j] = record["answer_accuracy"]
+                    nll_all[c] = np.asarray(record["nll_truncated"], dtype=np.float64)
+                    ctx.sample(record)
+                    advance(len(conds))
+                    continue
                 for cond in conds:
                     fn = truncated if cond == "truncated" else streaming
                     nll, correct = fn(ctx.model, self.texts, c, ctx.geometry)
@@ -162,12 +182,28 @@ class ContextSweep(Probe):
                             for s in SETS
                         },
                         "answer_accuracy": acc[j].tolist(),
+                        "nll_truncated": nll_all[c].tolist(),
                     }
                 )
         for (cond, _), v in means.items():
             if not np.all(np.isfinite(v)):
                 raise RuntimeError(f"{self.name}: the model returned a non-finite NLL ({cond})")
         return self.summarize(ctx, means, acc, nll_all)
+
+    def _kept(self, samples: list[dict], conds: list[str]) -> dict[int, dict]:
+        """The contexts an interrupted run of this measurement finished, by c: each sample
+        whole (every per-text mean, the accuracies and the per-token NLLs, shaped as this
+        run's texts); a sample of an older layout or another shape is scored again."""
+        n, scored = len(self.texts), sum(len(t.scored) for t in self.texts)
+        keys = [f"{cond}_{s}_nll" for cond in conds for s in SETS]
+        kept = {}
+        for record in samples:
+            c = record.get("c")
+            lengths = [len(record.get(k) or ()) for k in (*keys, "answer_accuracy")]
+            if (c in self.contexts and lengths == [n] * len(lengths)
+                    and len(record.get("nll_truncated") or ()) == scored):  # fmt: skip
+                kept[c] = record
+        return kept
 
     def summarize(self, ctx, means, acc, nll_all) -> Outcome:
         bins = []
