@@ -57,6 +57,7 @@ from probes.framework.registry import probe
 STATE_MAX_CONTEXT = 1024  # the largest c of 'auto' for a recurrent state (no window of its own)
 SETS = ("answer", "ordinary", "all")
 THRESHOLD = 0.01
+WINDOW_OVERHEAD = 64  # tokens; only the progress line's time left reads it
 
 
 def effective_context(means: np.ndarray, contexts: list[int], threshold: float = THRESHOLD):
@@ -145,10 +146,11 @@ class ContextSweep(Probe):
         nll_all = {}
         kept = self._kept(ctx.kept_samples, conds)
         # what each step costs, for the time left: a truncated step forwards a window of c
-        # tokens per scored token; a streamed one, every text once
+        # tokens per scored token, each window also paying a fixed cost (its call reads every
+        # weight: about WINDOW_OVERHEAD tokens' worth); a streamed one forwards every text once
         scored = sum(len(t.scored) for t in self.texts)
         streamed = sum(len(t.tokens) for t in self.texts)
-        work = [scored * c if cond == "truncated" else streamed
+        work = [scored * (c + WINDOW_OVERHEAD) if cond == "truncated" else streamed
                 for c in self.contexts for cond in conds]  # fmt: skip
         with ctx.steps(C * len(conds), f"{self.name}: contexts", work) as advance:
             for j, c in enumerate(self.contexts):
