@@ -276,19 +276,21 @@ def test_resume_refuses_what_it_cannot_finish_in_one_line(models, tmp_path):
 def test_a_probe_run_times_its_own_execution_not_the_probes_before_it(
     models, tmp_path, monkeypatch
 ):
-    """A diagnose prepares every probe before it runs the first; a clock that jumps 100 s after
-    each probe run shows whether a run's elapsed_s counted the runs before it."""
+    """A diagnose prepares every probe before it runs the first; a clock that jumps a day after
+    each probe run shows whether a run's elapsed_s counted the runs before it (a quick probe
+    run takes seconds, far from a day)."""
     import time
 
     from probes.framework import runner
 
+    DAY = 86_400.0
     real_clock, real_execute = time.perf_counter, runner.execute
     jumped = [0.0]
     monkeypatch.setattr(time, "perf_counter", lambda: real_clock() + jumped[0])
 
     def then_jump(plan, **kw):
         summary = real_execute(plan, **kw)
-        jumped[0] += 100.0
+        jumped[0] += DAY
         return summary
 
     monkeypatch.setattr(runner, "execute", then_jump)
@@ -298,8 +300,8 @@ def test_a_probe_run_times_its_own_execution_not_the_probes_before_it(
     (run_dir,) = (tmp_path / "diagnose").glob("*/*")
     elapsed = [json.loads((run_dir / rel / "summary.json").read_text())["elapsed_s"]
                for rel in doc["runs"].values()]  # fmt: skip
-    assert len(elapsed) > 2 and max(elapsed) < 100.0, elapsed
-    assert doc["elapsed_s"] >= 100.0 * (len(elapsed) - 1)
+    assert len(elapsed) > 2 and max(elapsed) < DAY, elapsed
+    assert doc["elapsed_s"] >= DAY * (len(elapsed) - 1)
 
 
 ONLY_CONTEXT_SWEEP = [
