@@ -76,6 +76,45 @@ def test_truncated_scorer_is_the_recompute_evaluator(model):
     np.testing.assert_array_equal(a.correct, b.correct)
 
 
+@pytest.mark.parametrize("c", [1, 7, 20])
+def test_an_opened_window_is_the_opening_token_then_exactly_c_tokens(model, c):
+    """With `opening`, each scored token is predicted from [the text's first token, its c
+    previous tokens] and nothing else: the number a hand-built row of those c + 2 tokens gets;
+    without it, from the c tokens alone."""
+    from probes.engine.sweep import SweepText, truncated
+
+    rng = np.random.default_rng(c)
+    tokens = rng.integers(2, 300, size=60)
+    scored = np.array([30, 41, 59])
+    text = SweepText(tokens, np.zeros(60, dtype=np.int64), scored[:1], scored[1:], scored[:1])
+    recompute = adapters.load(model, evaluator="recompute")
+    g = geometry(recompute, mem_len=24, tgt_len=8)
+    for opening in (True, False):
+        nll, _ = truncated(recompute, [text], c, g, opening=opening)
+        assert np.isnan(np.delete(nll[0], scored)).all()
+        for t in scored:
+            row = np.r_[tokens[:1] if opening else [], tokens[t - c : t + 1]].astype(np.int64)
+            pos = np.zeros((1, row.size), dtype=bool)
+            pos[0, -1] = True
+            want = recompute.score_window(row[None], np.zeros_like(row)[None], pos, c + 1, g)
+            np.testing.assert_allclose(nll[0, t], want.nll[0, -1], rtol=0, atol=1e-5)
+    # the opening token is read: a window with it differs from one without
+    with_it, _ = truncated(recompute, [text], 1, g, opening=True)
+    without, _ = truncated(recompute, [text], 1, g, opening=False)
+    assert np.abs(with_it[0, scored] - without[0, scored]).max() > 1e-4
+
+
+def test_a_window_that_would_reach_the_opening_token_is_refused():
+    from probes.engine.sweep import opened
+
+    pos = np.zeros((1, 10), dtype=bool)
+    pos[0, 5] = True
+    ids, _ = opened(np.arange(10)[None], pos, 4)  # tokens 1–4 before 5: the opening is 0
+    assert ids.tolist() == [[0, 1, 2, 3, 4, 5]]
+    with pytest.raises(ValueError, match="reaches the opening token"):
+        opened(np.arange(10)[None], pos, 5)
+
+
 def test_cli_json_and_plot(model, tmp_path):
     r = CliRunner().invoke(
         cli,

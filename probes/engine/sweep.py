@@ -186,13 +186,39 @@ def _rows(texts: list[SweepText]):
     return tokens, docs, pos
 
 
-def truncated(model, texts: list[SweepText], c: int, geometry):
-    """(nll, correct), each (n_texts, L): exactly c tokens of history per scored token."""
+def truncated(model, texts: list[SweepText], c: int, geometry, *, opening: bool = False):
+    """(nll, correct), each (n_texts, L): exactly c tokens of history per scored token; with
+    `opening`, the text's opening token (its first) before them (`opened`)."""
     from probes.protocol import score_truncated
 
     tokens, docs, pos = _rows(texts)
-    out = score_truncated(model, tokens, docs, pos, c, geometry)
-    return out.nll, out.correct
+    if not opening:
+        out = score_truncated(model, tokens, docs, pos, c, geometry)
+        return out.nll, out.correct
+    ids, where = opened(tokens, pos, c)
+    rows = np.ones(ids.shape, dtype=bool)
+    rows[:, :-1] = False
+    out = score_truncated(model, ids, np.zeros_like(ids), rows, c + 1, geometry)
+    nll = np.full(tokens.shape, np.nan)
+    correct = np.zeros(tokens.shape, dtype=bool)
+    nll[where], correct[where] = out.nll[:, -1], out.correct[:, -1]
+    return nll, correct
+
+
+def opened(tokens: np.ndarray, pos: np.ndarray, c: int) -> tuple[np.ndarray, tuple]:
+    """One row per scored token t of a text: its opening token (tokens[0]), the c tokens before
+    t, then t — what a model pretrained on texts that open with their bos sees when its context
+    holds c tokens (such a model has never seen a text without it; Gemma 3 reads one at c = 1
+    worse than uniform). Returns the (scored, c + 2) rows and the (text, t) index of each."""
+    r, t = np.nonzero(pos)
+    if t.size and int(t.min()) - c < 1:
+        raise ValueError(
+            f"a window of {c} tokens reaches the opening token of a text; every scored token "
+            f"needs at least {c + 1} tokens before it"
+        )
+    span = t[:, None] + np.arange(-c, 1)[None, :]  # (scored, c + 1): t − c … t
+    ids = np.concatenate([tokens[r, :1], tokens[r[:, None], span]], axis=1)
+    return ids, (r, t)
 
 
 def streaming(model, texts: list[SweepText], c: int, geometry):

@@ -4,7 +4,10 @@ Fixed target tokens (probes.engine.sweep: the last `--window` tokens of long doc
 queries whose facts lie at distances spread log-uniformly up to the maximum, and filler), scored
 with a visible history of exactly c tokens for every c of `--contexts`: each target is predicted
 from a fresh window of its c previous tokens (the recompute evaluator with window c; its own
-document is always at least that long). Streaming with memory c would let a token see further,
+document is always longer), opened by the text's opening token (`--opening`, the default: a
+model pretrained on texts that begin with its bos has never seen one without it, and Gemma 3
+reads a window without it worse than uniform at c = 1; `--no-opening`: the c tokens alone, as
+version 2 measured). Streaming with memory c would let a token see further,
 through the layered reach; that curve is computed too (`--stream`), for contrast only.
 
 Per text (the unit of analysis) and c: the mean NLL of its answer tokens and of its ordinary
@@ -71,7 +74,7 @@ def effective_context(means: np.ndarray, contexts: list[int], threshold: float =
     return int(contexts[-1])
 
 
-@probe("context-sweep", version=2, diagnose=60)
+@probe("context-sweep", version=3, diagnose=60)
 class ContextSweep(Probe):
     """Loss vs visible history c by truncation (answer and ordinary tokens), beside streaming."""
 
@@ -96,6 +99,12 @@ class ContextSweep(Probe):
             16, help="ordinary (filler) tokens scored per text, evenly spaced (0: all)", min=0
         )
         stream: bool = param(True, help="also the streaming curve (memory c) for contrast")
+        opening: bool = param(
+            True,
+            help="open every truncated window with the text's opening token (a pretrained "
+            "model's bos), as a model with a context of c tokens sees a text; off: the c "
+            "tokens alone (version 2)",
+        )
 
     default_n = 16
     quick_n = 4
@@ -165,8 +174,12 @@ class ContextSweep(Probe):
                     advance(len(conds))
                     continue
                 for cond in conds:
-                    fn = truncated if cond == "truncated" else streaming
-                    nll, correct = fn(ctx.model, self.texts, c, ctx.geometry)
+                    if cond == "truncated":
+                        nll, correct = truncated(
+                            ctx.model, self.texts, c, ctx.geometry, opening=self.params.opening
+                        )
+                    else:
+                        nll, correct = streaming(ctx.model, self.texts, c, ctx.geometry)
                     for s in SETS:
                         means[cond, s][j] = pair_means(nll, self.texts, s)
                     if cond == "truncated":
