@@ -22,7 +22,10 @@ shape, so a position's logits do not depend on how many others its row scores; t
 at load that this reproduces the model's own logits (softcapping included).
 
 Every forward gets an explicit additive attention mask and explicit `position_ids`, so the
-model's own mask construction never runs. Key k is visible to query q when
+model's own mask construction never runs — except a `window` forward (one window, no padding:
+causal, and sliding where the layer slides), which runs the model's own SDPA attention and
+masks (`_causal`: the same mask, equal within float32 rounding, 1.4–2.5× faster at 2,048
+tokens on a CPU). Key k is visible to query q when
 
     k <= q  ∧  k is not padding (doc id >= 0)  ∧  (reset: doc(k) == doc(q))
             ∧  q − k < sliding_window (the layer's own, when it has one)
@@ -366,6 +369,35 @@ class HFModel(HFBase):
         hidden = out.last_hidden_state
         return (hidden[0] if one else hidden), new
 
+    @property
+    def fused_windows(self) -> bool:
+        """Whether a window without padding goes through the model's fused attention (`_causal`)."""
+        return bool(getattr(self.decoder, "_supports_sdpa", False))
+
+    def _causal(self, ids, pos) -> torch.Tensor:
+        """Last hidden states (L, d) of ONE window with no padding, by the model's own SDPA
+        attention and its own causal (and sliding-window) masks: what `_body` computes with the
+        mask `_visible(…, reset=False)` builds, equal within float32 rounding (1.5e-5 nats on
+        SmolLM2 and Gemma 3 at 1,500–2,049 tokens), and 1.4× (Gemma 3) to 2.5× (SmolLM2)
+        faster on a CPU at 2,048 tokens, where the eager path spends most of its time on the
+        (L, L) scores and mask. Deterministic for a given shape, as `_body` is."""
+        config = self.decoder.config
+        eager = config._attn_implementation
+        config._attn_implementation = "sdpa"
+        try:
+            out = self.decoder(
+                input_ids=torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)[None]).to(
+                    self.device
+                ),
+                position_ids=torch.from_numpy(np.ascontiguousarray(pos, dtype=np.int64)[None]).to(
+                    self.device
+                ),
+                use_cache=False,
+            )
+        finally:
+            config._attn_implementation = eager
+        return out.last_hidden_state[0]
+
     def _scores(self, hidden: torch.Tensor, queries: np.ndarray, targets: np.ndarray):
         """(NLL, correct) of `targets` predicted at the `queries` rows of `hidden` (L, d).
         Logits are computed only there, LOGIT_ROWS at a time in calls of that fixed shape (the
@@ -684,8 +716,11 @@ class HFModel(HFBase):
             for r, t, a in window_jobs(doc_ids, positions, window, geometry.reset):
                 idx = np.arange(t - a)
                 docs = doc_ids[r, a:t]
-                vis = self._visible(idx, idx, docs, docs, False)
-                hidden, _ = self._body(tokens[r, a:t], idx, vis)
+                if self.fused_windows and (docs >= 0).all():
+                    hidden = self._causal(tokens[r, a:t], idx)
+                else:
+                    vis = self._visible(idx, idx, docs, docs, False)
+                    hidden, _ = self._body(tokens[r, a:t], idx, vis)
                 n, c = self._scores(hidden, idx[-1:], tokens[r, t : t + 1])
                 nll[r, t], correct[r, t] = n[0], c[0]
         return TokenScores(nll, correct)
