@@ -34,6 +34,8 @@ Optional capabilities, used when present:
   token is predicted from exactly the `window` tokens before it (fewer at the row start and,
   under `geometry.reset`, at its document's start), recomputed without memory. Context sweeps,
   RECL and the speed comparison need it (`score_truncated` says so when a model lacks it).
+- `max_window() -> int | None`: the longest `window` that `score_window` takes (a model's
+  position table), None for no limit (`window_limit`).
 
 This module imports no torch.
 """
@@ -191,3 +193,9 @@ def score_truncated(
             "use a Transformer-XL checkpoint or an adapter that has it"
         )
     return fn(tokens, doc_ids, positions, int(window), geometry)
+
+
+def window_limit(model: LossModel) -> int | None:
+    """The longest truncated window the model scores (`max_window`), None for no limit."""
+    fn = getattr(model, "max_window", None)
+    return None if fn is None else fn()

@@ -115,6 +115,29 @@ def test_a_window_that_would_reach_the_opening_token_is_refused():
         opened(np.arange(10)[None], pos, 5)
 
 
+class _Positions(PlantedModel):
+    """A planted model whose windows end at a position table of 40."""
+
+    def max_window(self):
+        return 40
+
+
+def test_the_opening_token_takes_a_position_of_the_window():
+    from probes.framework.probe import ProbeInputError
+
+    m = _Positions(tgt_len=16, mem_len=48, sigma=0.2, copy=3.0)
+    g = m.default_geometry()
+    ctx = RunContext(m, g, horizon(m, g), Language.default(), n=2, seed=0)
+    auto = ContextSweep(pm.build(ContextSweep.Params, {}))
+    auto.plan(ctx)
+    assert auto.contexts[-1] == 39  # 64 (mem + tgt) cut so the opening token fits in 40
+    without = ContextSweep(pm.build(ContextSweep.Params, {"opening": False}))
+    without.plan(ctx)
+    assert without.contexts[-1] == 64  # no opening token: the window is c, mem + tgt
+    with pytest.raises(ProbeInputError, match="past the model's 40 positions"):
+        ContextSweep(pm.build(ContextSweep.Params, {"contexts": "2,8,40"})).plan(ctx)
+
+
 def test_cli_json_and_plot(model, tmp_path):
     r = CliRunner().invoke(
         cli,

@@ -248,6 +248,10 @@ class HFModel(HFBase):
     def window(self, geometry: Geometry) -> int:
         return geometry.mem_len + geometry.tgt_len
 
+    def max_window(self) -> int | None:
+        """The longest window `score_window` takes: the model's positions (None: no table)."""
+        return self.max_positions
+
     def horizon(self, geometry: Geometry) -> Horizon:
         windows = self.layer_windows
         if self.evaluator == "full":

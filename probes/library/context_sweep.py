@@ -56,6 +56,7 @@ from probes.framework.declarations import Column, effect_row
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.framework.registry import probe
+from probes.protocol import window_limit
 
 STATE_MAX_CONTEXT = 1024  # the largest c of 'auto' for a recurrent state (no window of its own)
 SETS = ("answer", "ordinary", "all")
@@ -133,7 +134,17 @@ class ContextSweep(Probe):
         top = p.max_context or (g.mem_len + g.tgt_len)
         if not p.max_context and ctx.horizon.state:  # a recurrent state: no window to stop at
             top = max(top, STATE_MAX_CONTEXT)
+        longest = window_limit(ctx.model) if p.opening else None
+        if longest is not None and not p.max_context:
+            top = min(top, longest - 1)  # the opening token takes a position of the window
         self.contexts = parse_contexts(p.contexts, top)
+        if longest is not None and self.contexts[-1] + 1 > longest:
+            c = self.contexts[-1]
+            raise ProbeInputError(
+                f"context-sweep: c = {c:,} and the opening token make a window of {c + 1:,} "
+                f"tokens, past the model's {longest:,} positions; use contexts up to "
+                f"{longest - 1:,} or --no-opening"
+            )
         if len(self.contexts) < 2:
             raise ProbeInputError(
                 f"--contexts {p.contexts!r}: give at least two lengths (a curve), e.g. 1,16,64"
