@@ -330,20 +330,20 @@ def test_a_resumed_diagnose_picks_up_the_contexts_an_interrupted_sweep_finished(
     real = sweep.truncated
     scored = []
 
-    def counted(model, texts, c, geometry):
+    def counted(model, texts, c, geometry, **kw):
         scored.append(c)
-        return real(model, texts, c, geometry)
+        return real(model, texts, c, geometry, **kw)
 
     monkeypatch.setattr(sweep, "truncated", counted)
     assert invoke("diagnose", *args, "--out", tmp_path / "whole").exit_code == 0
     contexts = list(scored)
     assert len(contexts) > 4
 
-    def stops_at_the_fourth(model, texts, c, geometry):
+    def stops_at_the_fourth(model, texts, c, geometry, **kw):
         scored.append(c)
         if len(scored) == 4:
             raise KeyboardInterrupt
-        return real(model, texts, c, geometry)
+        return real(model, texts, c, geometry, **kw)
 
     scored.clear()
     monkeypatch.setattr(sweep, "truncated", stops_at_the_fourth)
