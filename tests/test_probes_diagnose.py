@@ -360,6 +360,7 @@ def test_a_resumed_diagnose_picks_up_the_contexts_an_interrupted_sweep_finished(
     _, resumed = sweep_run(tmp_path / "cut")
     record = json.loads((resumed / "run.json").read_text())
     assert record["kept_samples"]["samples"] == 3
+    assert (resumed / record["kept_samples"]["from"] / "samples.jsonl").is_file()
     a, b = (json.loads((d / "summary.json").read_text()) for d in (whole, resumed))
     for key in ("bins", "metrics", "verdict"):
         assert a[key] == b[key], key

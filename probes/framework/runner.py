@@ -18,6 +18,7 @@ as given.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -269,7 +270,9 @@ def _execute(
             return _summary(p, p.instance.execute(ctx), None, [], started)
         record = run_record(cls, p.spec, p.params, options, ctx, n_threads, p.argv, p.texts)
         if kept is not None:
-            record["kept_samples"] = {"from": str(kept[0]), "samples": len(kept[1])}
+            # relative to this run's directory: both move together inside a diagnose
+            where = os.path.relpath(Path(kept[0]).resolve(), run_dir.path.resolve())
+            record["kept_samples"] = {"from": where, "samples": len(kept[1])}
         with run_dir.recording(record):
             ctx.run_dir = run_dir
             ctx.log(f"run directory {run_dir.path}")
