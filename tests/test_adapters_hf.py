@@ -476,6 +476,83 @@ def test_full_forwards_a_base_and_its_variant_at_one_index_of_calls_of_one_shape
     np.testing.assert_allclose(x.nll, plain.nll, atol=1e-5)
 
 
+@pytest.mark.parametrize("family", TRANSFORMERS_FAMILIES)
+@pytest.mark.parametrize(
+    ("reset", "boundary"), [(False, None), (False, 50), (True, None), (True, 50)]
+)
+def test_a_long_row_through_blocked_attention_scores_as_the_masked_forward(
+    dirs, family, reset, boundary, monkeypatch
+):
+    """`full` forwards one row of BLOCKED_KEYS keys or more with no mask, by blocks of queries
+    (`hf_blocked`) — unless its documents must not see each other (reset, two documents): the
+    scores equal the masked forward's within float32 rounding, blocks smaller than the sliding
+    windows and a padded tail included, every layer at its own window, and a base and its
+    identical variant still agree bit for bit."""
+    from probes.adapters import hf_blocked
+
+    m = hf_load.load(dirs[family], evaluator="full")  # its own check of blocked attention
+    tokens, docs, scored = rows(n=100, b=3, boundary=boundary, seed=4)
+    tokens[1:] = tokens[0]
+    docs[2, 90:] = -1  # a padded tail, which no real token sees
+    scored[2, 90:] = False
+    g = geo(0, 8, reset)
+    masked = m.score(tokens, docs, scored, g)
+    windows = []
+    attend = hf_blocked.blocked_attention
+
+    def spy(module, *args, **kw):
+        windows.append(kw["windows"][module.layer_idx])
+        return attend(module, *args, **kw)
+
+    monkeypatch.setattr(hf, "BLOCKED_KEYS", 16)
+    monkeypatch.setattr(hf_blocked, "blocked_attention", spy)
+    assert m._blocked_implementation() is not None
+    m._blocked_name = hf_blocked.register(m.layer_windows, block=7)  # blocks below the windows
+    windows.clear()
+    blocked = m.score(tokens, docs, scored, g)
+    whole_rows = list(windows)  # (score_shared's first piece, before the boundary, is one document)
+    shared = m.score_shared(
+        tokens[:2], docs[:2], scored[:2], g, parent=np.array([-1, 0]), shared=np.array([0, 30])
+    )
+    monkeypatch.undo()
+    hf_blocked.register(m.layer_windows)  # the real function under the shared name again
+    one_rule = not (reset and boundary)
+    assert bool(whole_rows) == one_rule, len(whole_rows)
+    if one_rule:
+        assert len(whole_rows) == 3 * m.n_layer
+        assert set(whole_rows) == set(m.layer_windows)
+    np.testing.assert_allclose(blocked.nll, masked.nll, atol=1e-5)
+    np.testing.assert_allclose(shared.nll, masked.nll[:2], atol=1e-5)
+    assert np.array_equal(shared.nll[0], shared.nll[1], equal_nan=True)
+    assert np.array_equal(blocked.nll[0, :90], blocked.nll[2, :90], equal_nan=True)
+
+
+def test_a_model_whose_blocked_attention_differs_keeps_the_masked_forward(dirs, monkeypatch):
+    """Blocked attention is checked against the masked forward before a model uses it; a model
+    where it computes something else (here: attention that ignores causality, as a model whose
+    layers pick their own kernels would without a mask) scores every row masked."""
+    from probes.adapters import hf_blocked
+
+    def everything_visible(module, query, key, value, attention_mask, scaling=None, **kw):
+        import torch
+
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, scale=scaling, enable_gqa=query.shape[1] != key.shape[1]
+        )
+        return out.transpose(1, 2).contiguous(), None
+
+    m = hf_load.load(dirs["llama"], evaluator="full")
+    tokens, docs, scored = rows(n=60, b=1, seed=2)
+    masked = m.score(tokens, docs, scored, geo(0, 8, False))
+    monkeypatch.setattr(hf, "BLOCKED_KEYS", 16)
+    monkeypatch.setattr(hf_blocked, "blocked_attention", everything_visible)
+    assert m._blocked_implementation() is None
+    again = m.score(tokens, docs, scored, geo(0, 8, False))
+    monkeypatch.undo()
+    hf_blocked.register(m.layer_windows)
+    assert np.array_equal(again.nll, masked.nll, equal_nan=True)
+
+
 def test_a_parent_that_names_no_row_is_refused(dirs):
     m = lm(dirs, "llama", "full")
     tokens, docs, scored = rows(n=20, b=2)

@@ -125,6 +125,41 @@ def test_full_nll_equals_a_plain_transformers_forward(full, tokenizer, text_ids)
     assert ours.mean() < 6.0  # a pretrained model reads English (a random one: ~ln 49152 = 10.8)
 
 
+def test_a_long_row_through_blocked_attention_equals_a_plain_transformers_forward(
+    full, tokenizer, text_ids, monkeypatch
+):
+    """The path `full` takes for rows of 4,096 tokens or more (`hf_blocked`), here from 64
+    keys on: the real model passes its check, routes every layer through it, and its NLLs
+    equal the model's own forward within 1e-4."""
+    import torch
+
+    from probes.adapters import hf, hf_blocked
+
+    lm = evaluator(full, "full")  # a fresh adapter: its own check of blocked attention
+    row = document(tokenizer, text_ids[:300])
+    calls = []
+    attend = hf_blocked.blocked_attention
+
+    def spy(*args, **kw):
+        calls.append(1)
+        return attend(*args, **kw)
+
+    monkeypatch.setattr(hf, "BLOCKED_KEYS", 64)
+    monkeypatch.setattr(hf_blocked, "blocked_attention", spy)
+    assert lm._blocked_implementation() is not None
+    lm._blocked_name = hf_blocked.register(lm.layer_windows, block=128)
+    calls.clear()
+    ours = lm.score(*batch(row), geo(0, 64)).nll[0, 1:]
+    monkeypatch.undo()
+    hf_blocked.register(lm.layer_windows)
+    assert len(calls) == lm.n_layer
+    with torch.inference_mode():
+        logits = full.model(input_ids=torch.from_numpy(row[None])).logits.float()
+    logp = torch.log_softmax(logits[0, :-1], -1)
+    theirs = -logp.gather(-1, torch.from_numpy(row[1:])[:, None])[:, 0].double().numpy()
+    assert np.abs(ours - theirs).max() <= 1e-4
+
+
 @pytest.mark.parametrize(("name", "mem", "tgt"), [("full", 0, 64), ("stream", 24, 8)])
 def test_an_identical_pair_gives_exactly_zero(full, tokenizer, text_ids, name, mem, tgt):
     lm = full if name == "full" else evaluator(full, name)

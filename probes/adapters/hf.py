@@ -25,7 +25,10 @@ Every forward gets an explicit additive attention mask and explicit `position_id
 model's own mask construction never runs — except a `window` forward (one window, no padding:
 causal, and sliding where the layer slides), which runs the model's own SDPA attention and
 masks (`_causal`: the same mask, equal within float32 rounding, 1.4–2.5× faster at 2,048
-tokens on a CPU). Key k is visible to query q when
+tokens on a CPU) — and a `full` forward of one long row whose keys are its own text (at most a
+padded tail) under one visibility rule (`hf_blocked`: no mask, blocks of queries against the
+keys each can reach, equal within float32 rounding; checked on a short row before a model first
+uses it). Key k is visible to query q when
 
     k <= q  ∧  k is not padding (doc id >= 0)  ∧  (reset: doc(k) == doc(q))
             ∧  q − k < sliding_window (the layer's own, when it has one)
@@ -82,6 +85,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from probes.adapters import hf_blocked
 from probes.adapters.hf_lockstep import MAX_SLOTS, Lockstep
 from probes.adapters.hf_scoring import HFBase, blank_scores, token_nll, window_jobs
 from probes.adapters.txl import AdapterError
@@ -97,6 +101,8 @@ DEFAULT_TGT_LEN = 64
 # shape, at the slot its rank among the row's scored positions gives, so they never depend on
 # how many other positions a row scores (see `HFModel._scores`).
 LOGIT_ROWS = 8
+# a `full` forward of one row with this many keys skips the (L, K) mask (`hf_blocked`)
+BLOCKED_KEYS = 4096
 
 
 def max_positions_of(config) -> int | None:
@@ -195,6 +201,7 @@ class HFModel(HFBase):
                 f"--evaluator {evaluator}: dynamic rope scaling rescales with the current "
                 "length, so cached keys disagree with new ones; use full or window"
             )
+        self._blocked_name: str | bool | None = False  # False: not checked yet
         self.cache_positions = bool(cache_positions)
         if self.cache_positions and (evaluator not in ("stream", "sinks") or not self.rotary):
             raise AdapterError(
@@ -385,22 +392,79 @@ class HFModel(HFBase):
         SmolLM2 and Gemma 3 at 1,500–2,049 tokens), and 1.4× (Gemma 3) to 2.5× (SmolLM2)
         faster on a CPU at 2,048 tokens, where the eager path spends most of its time on the
         (L, L) scores and mask. Deterministic for a given shape, as `_body` is."""
+        hidden, _ = self._unmasked("sdpa", ids, pos)
+        return hidden[0]
+
+    def _blocked(self, G: int, k_pos: np.ndarray, k_doc: np.ndarray, reset: bool) -> bool:
+        """Whether a `full` forward goes through `hf_blocked` (exact causal and sliding
+        attention by blocks of queries, no mask): ONE row of at least BLOCKED_KEYS keys, which
+        are its text from position 0 — real tokens, then at most padding, which no real query
+        sees causally — under one visibility rule (carry, or a single document), on a model
+        where blocked attention passed its check (`_blocked_implementation`)."""
+        K = k_pos.shape[1]
+        if G != 1 or K < BLOCKED_KEYS:
+            return False
+        docs = k_doc[0]
+        n = int((docs >= 0).sum())
+        if n == 0 or not (docs[:n] >= 0).all() or not np.array_equal(k_pos[0], np.arange(K)):
+            return False
+        if reset and not (docs[:n] == docs[0]).all():
+            return False
+        return self._blocked_implementation() is not None
+
+    def _blocked_implementation(self) -> str | None:
+        """The registered name of blocked attention over this model's layer windows, or None
+        where it does not reproduce the masked forward — checked once, on a short row forwarded
+        in two pieces through a cache with small blocks: a model whose layers pick their own
+        kernels instead of transformers' registry, an attention this one does not compute
+        (logit softcapping), a layer without a `layer_idx`."""
+        if self._blocked_name is not False:
+            return self._blocked_name
+        self._blocked_name = None
+        if not self.fused_windows or getattr(self.config, "attn_logit_softcapping", None):
+            return None
+        from transformers import DynamicCache
+
+        n, half = 48, 29
+        ids = np.arange(n, dtype=np.int64) * 7919 % int(self.config.vocab_size)
+        pos = np.arange(n)
+        docs = np.zeros(n, np.int64)
+        try:
+            with torch.inference_mode():
+                masked, _ = self._body(ids, pos, self._visible(pos, pos, docs, docs, False))
+                name = hf_blocked.register(self.layer_windows, block=5)
+                first, cache = self._unmasked(name, ids[:half], pos[:half], DynamicCache())
+                rest, _ = self._unmasked(name, ids[half:], pos[half:], cache)
+        except Exception:  # any failure means the model cannot take this path
+            return None
+        blocked = torch.cat([first[0], rest[0]])
+        scale = float(masked.abs().max())
+        if torch.allclose(blocked.float(), masked.float(), rtol=1e-4, atol=1e-4 * scale):
+            self._blocked_name = hf_blocked.register(self.layer_windows)
+        return self._blocked_name
+
+    def _unmasked(self, implementation: str, ids, pos, cache=None):
+        """Last hidden states (1, L, d) of ONE row forwarded with the attention implementation
+        `implementation` and no explicit mask (the model's own, or none: `hf_blocked`), and the
+        cache after it."""
         config = self.decoder.config
         eager = config._attn_implementation
-        config._attn_implementation = "sdpa"
+        config._attn_implementation = implementation
         try:
             out = self.decoder(
-                input_ids=torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)[None]).to(
-                    self.device
-                ),
-                position_ids=torch.from_numpy(np.ascontiguousarray(pos, dtype=np.int64)[None]).to(
-                    self.device
-                ),
-                use_cache=False,
+                input_ids=torch.from_numpy(
+                    np.ascontiguousarray(ids, dtype=np.int64).reshape(1, -1)
+                ).to(self.device),
+                position_ids=torch.from_numpy(
+                    np.ascontiguousarray(pos, dtype=np.int64).reshape(1, -1)
+                ).to(self.device),
+                use_cache=cache is not None,
+                **({self._cache_kw: cache} if cache is not None else {}),
             )
         finally:
             config._attn_implementation = eager
-        return out.last_hidden_state[0]
+        new = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+        return out.last_hidden_state, new
 
     def _scores(self, hidden: torch.Tensor, queries: np.ndarray, targets: np.ndarray):
         """(NLL, correct) of `targets` predicted at the `queries` rows of `hidden` (L, d).
@@ -553,14 +617,18 @@ class HFModel(HFBase):
                     q_pos[i, :n], q_doc[i, :n] = np.arange(s[i], e[i]), doc_ids[r, s[i] : e[i]]
                 k_pos = np.concatenate([k_pos, q_pos], 1)
                 k_doc = np.concatenate([k_doc, q_doc], 1)
-                vis = [
-                    self._visible(q_pos[i], k_pos[i], q_doc[i], k_doc[i], reset) for i in range(G)
-                ]
-                if self.hybrid:
-                    vis = {kind: np.stack([v[kind] for v in vis]) for kind in vis[0]}
+                if self._blocked(G, k_pos, k_doc, reset):
+                    hidden, cache = self._unmasked(self._blocked_name, ids, q_ids, cache)
                 else:
-                    vis = np.stack(vis)
-                hidden, cache = self._body(ids, q_ids, vis, cache)
+                    vis = [
+                        self._visible(q_pos[i], k_pos[i], q_doc[i], k_doc[i], reset)
+                        for i in range(G)
+                    ]
+                    if self.hybrid:
+                        vis = {kind: np.stack([v[kind] for v in vis]) for kind in vis[0]}
+                    else:
+                        vis = np.stack(vis)
+                    hidden, cache = self._body(ids, q_ids, vis, cache)
                 for i, r in enumerate(rows):
                     t = s[i] + 1 + np.flatnonzero(wanted[r, s[i] + 1 : e[i] + 1])
                     if t.size:
