@@ -62,6 +62,23 @@ def test_fact_swap_on_the_default_haystack_keeps_the_contract_and_records_the_te
         assert lo <= s["distance"] <= hi and s["answer_len"] == default_world().value_len
 
 
+def test_default_all_is_every_topic_of_the_default_corpus_and_says_so(model, tmp_path):
+    """The held-out part cannot hold a distance near a pretrained model's context; the whole
+    corpus can, and run.json names which part a run read."""
+    from synth.text.default_corpus import default_corpus
+
+    r = invoke(["run", "fact-swap", "--model", model, "--haystack", "default-all",
+                "--distance", "40-60", "--out", str(tmp_path), *FAST])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    rec = run_json(json.loads(r.stdout))
+    text = rec["text"]
+    assert text["haystack"] == "default-all" and text["part"] == "all"
+    assert text["documents"] == len(default_corpus("all").documents)
+    assert text["documents"] > len(default_corpus("haystack").documents)
+    assert text["sha256"] == text["all_sha256"]
+    assert rec["options"]["haystack"] == "default-all"
+
+
 def test_boundary_runs_on_haystack_files(model, tmp_path):
     from synth.text.default_corpus import default_corpus
 
@@ -172,6 +189,8 @@ def test_a_synthetic_probe_goes_through_the_bridge_and_maps_every_answer_token(m
     (["--haystack", "default", "--language", "SYNTH"], "--language names a synth language"),
     (["--haystack-documents", "paragraph"], "give --haystack"),
     (["--haystack", "default", "--haystack", "BINARY"], "stands alone"),
+    (["--haystack", "default-all", "--haystack", "default"], "stands alone"),
+    (["--haystack", "default-all", "--haystack-documents", "paragraph"], "not default-all"),
     (["--tokenizer", "MISSING"], "holds no tokenizer.json"),
     (["--tokenizer", ""], "an empty value"),
     (["--distance", "5-6"], "none of the 24 pairs drawn keeps its base and variant aligned"),

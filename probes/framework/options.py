@@ -141,10 +141,12 @@ class RunOptions:
     )
     haystack: Any = param(
         None,
-        metavar="PATH|default",
+        metavar="PATH|default|default-all",
         help="Write the probe's texts in real text: filler from these UTF-8 files or "
-        "directories (repeatable), or 'default' (the standard library's pydoc topics held out "
-        "from training); facts and queries as English sentences. Needs a model that reads real "
+        "directories (repeatable), 'default' (the standard library's pydoc topics held out "
+        "from training) or 'default-all' (every topic, about six times the text: for a model "
+        "not trained here whose context outgrows the held-out part); facts and queries as "
+        "English sentences. Needs a model that reads real "
         "text (trained with probe train --text, or with its own tokenizer). [default: the "
         "synthetic language]",
     )

@@ -176,7 +176,7 @@ def prepare(
     check_row_length(instance, ctx)
     names = [model_name(s) for s in sources]
     opts = dataclasses.replace(opts, model=names if group else names[0])
-    if texts is not None and texts.world is not None and texts.record["haystack"] != "default":
+    if texts is not None and texts.world is not None and isinstance(texts.record["haystack"], list):
         hay = texts.record["haystack"]  # absolute: a rerun from elsewhere reads the same files
         opts = dataclasses.replace(opts, haystack=hay if len(hay) > 1 else hay[0])
     spec = probe

@@ -193,8 +193,15 @@ def read_text_file(path: Path) -> bytes:
     return files.read_bytes(path, "text")
 
 
+# `--haystack` names of the default corpus (synth.text.default_corpus) → the part each one reads:
+# the topics held out from `probe train --text default`, or all of them (about six times the
+# text, for a model not trained here whose context outgrows the held-out part)
+DEFAULT_HAYSTACKS = {"default": "haystack", "default-all": "all"}
+
+
 def haystack_paths(value: Any) -> list[str] | None:
-    """`--haystack` as a list of paths (['default'] for the default corpus), or None."""
+    """`--haystack` as a list of paths (one DEFAULT_HAYSTACKS name for the default corpus), or
+    None."""
     if value is None:
         return None
     items = [value] if isinstance(value, str | os.PathLike) else list(value)
@@ -203,8 +210,9 @@ def haystack_paths(value: Any) -> list[str] | None:
         return None
     if any(not x.strip() for x in items):
         raise ProbeInputError("--haystack '': give UTF-8 text files, directories or 'default'")
-    if "default" in items and len(items) > 1:
-        raise ProbeInputError("--haystack default stands alone; give it or paths, not both")
+    named = [x for x in items if x in DEFAULT_HAYSTACKS]
+    if named and len(items) > 1:
+        raise ProbeInputError(f"--haystack {named[0]} stands alone; give it or paths, not both")
     return items
 
 
@@ -218,11 +226,14 @@ def load_world(tokenizer: Any, paths: list[str], per: str | None) -> tuple[Any, 
 
     per = per or "file"
     try:
-        if paths == ["default"]:
+        if len(paths) == 1 and paths[0] in DEFAULT_HAYSTACKS:
             if per != "file":
-                raise ProbeInputError("--haystack-documents applies to haystack files, not default")
-            corpus = default_corpus("haystack")
-            record = {"haystack": "default", **provenance("haystack")}
+                raise ProbeInputError(
+                    f"--haystack-documents applies to haystack files, not {paths[0]}"
+                )
+            part = DEFAULT_HAYSTACKS[paths[0]]
+            corpus = default_corpus(part)
+            record = {"haystack": paths[0], **provenance(part)}
         else:
             files = corpus_files(paths)
             total = sum(size for _, size in files)
