@@ -1,10 +1,13 @@
 """The paired engine on tiny untrained models made here (never the shipped one): exact zeros,
 prefix forking, reach-aware checks, both evaluators."""
 
+import itertools
 import json
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import probes
 from probes.adapters import txl as adapters
@@ -363,3 +366,37 @@ def test_the_adapter_states_its_vocabulary_and_leaves_a_model_as_it_is(models):
     assert not model.training
     np.testing.assert_array_equal(a.nll, b.nll)
     assert next(model.parameters()).dtype == torch.float32
+
+
+@given(
+    costs=st.lists(st.integers(0, 400_000), max_size=40),
+    per_call=st.integers(1, 20),
+    group_sizes=st.lists(st.integers(1, 4), min_size=40, max_size=40),
+)
+def test_a_scoring_call_holds_at_most_its_work_budget_unless_one_group_is_more(
+    costs, per_call, group_sizes
+):
+    """Long texts are scored a few at a time, so progress and samples.jsonl advance; items
+    keep their order, every item is scored once, a cut for work never separates items of one
+    key (variants sharing a base), and a call closes only when it must."""
+    from probes.engine.rows import CHUNK_WORK, chunked
+
+    keys = [g for g, size in enumerate(group_sizes) for _ in range(size)][: len(costs)]
+    order = list(range(100, 100 + len(costs)))
+    chunks = chunked(order, per_call, costs, keys)
+    assert [i for c in chunks for i in c] == order
+    cost = {i: costs[i - 100] for i in order}
+    key = {i: keys[i - 100] for i in order}
+    for c in chunks:
+        assert 1 <= len(c) <= per_call
+        if sum(cost[i] for i in c) > CHUNK_WORK:
+            assert len({key[i] for i in c}) == 1  # one group, costlier than a call
+    for a, b in itertools.pairwise(chunks):
+        if len(a) == per_call:
+            continue
+        assert key[a[-1]] != key[b[0]]  # cut for work between groups only ...
+        group = [i for i in order if key[i] == key[b[0]]]
+        assert sum(cost[i] for i in [*a, *group]) > CHUNK_WORK  # ... and only when it must
+    assert chunked(order, per_call, None) == [
+        order[s : s + per_call] for s in range(0, len(order), per_call)
+    ]

@@ -181,6 +181,7 @@ class PairedProbe(Probe):
             f"{self.name}: scoring pairs",
             lambda items: self._score_batch(ctx, items, ctx.pad_id),
             work=lambda i: len(self.jobs[i].pair.base) + len(self.jobs[i].pair.variant),
+            together=lambda i: ("job", i) if self.jobs[i].base_id is None else self.jobs[i].base_id,
         )
         return self.summarize(ctx, records, toks)
 

@@ -68,6 +68,45 @@ def first_difference(a_tok, a_doc, b_tok, b_doc) -> int:
 ScoreChunk = Callable[[Sequence[int]], Iterable[tuple[dict[str, Any], Any]]]
 
 
+# Work (tokens, for the probes that state it) of one scoring call at most, unless one group of
+# items alone is more: a call is what the progress display and samples.jsonl advance by, and
+# sixteen pairs of 32 K-token texts in one call were an hour of silence on a CPU. Texts up to
+# 8 K tokens (16 pairs a call) stay one call, as they were.
+CHUNK_WORK = 2**18
+
+
+def chunked(
+    order: Sequence[int],
+    per_call: int,
+    costs: Sequence[float] | None,
+    keys: Sequence[Any] | None = None,
+) -> list:
+    """`order` cut into scoring calls of at most `per_call` items and, given the items' costs,
+    at most CHUNK_WORK of work each — a cut for work only where `keys` changes (consecutive
+    items of one key, such as variants of one base that share its forward, stay together; a
+    group costlier than CHUNK_WORK goes alone)."""
+    chunks: list[Sequence[int]] = []
+    start, held = 0, 0.0
+    for k in range(len(order)):
+        if k > start and k - start == per_call:
+            chunks.append(order[start:k])
+            start, held = k, 0.0
+        if costs is None:
+            continue
+        group_start = k == start or keys is None or keys[k] != keys[k - 1]
+        if group_start and k > start:
+            group = k + 1
+            while keys is not None and group < len(order) and keys[group] == keys[k]:
+                group += 1
+            if held + sum(costs[k:group]) > CHUNK_WORK:
+                chunks.append(order[start:k])
+                start, held = k, 0.0
+        held += costs[k]
+    if start < len(order):
+        chunks.append(order[start:])
+    return chunks
+
+
 def score_batches(
     ctx,
     order: Sequence[int],
@@ -75,9 +114,11 @@ def score_batches(
     description: str,
     score_chunk: ScoreChunk,
     work: Callable[[int], float] | None = None,
+    together: Callable[[int], Any] | None = None,
 ) -> tuple[list[dict], list[Any]]:
     """Score items in `order`, as many per call as fit (`rows_per_item` rows each; `work(i)`:
-    what item i costs, for the progress display's time left):
+    what item i costs, for the progress display's time left and the size of a call, `chunked`;
+    `together(i)`: consecutive items of one key are not cut apart for work):
     `score_chunk(items)` scores them and yields (record, extra) per item, in the items' order.
     Returns records and extras indexed by item; each record is appended to samples.jsonl as
     soon as its chunk is scored (its round, under several ranks: chunk c is rank c mod N's, and
@@ -86,11 +127,12 @@ def score_batches(
 
     ranks = ctx.ranks or ONE
     per_call = max(1, max_rows(ctx.model, ctx.geometry) // rows_per_item)
-    chunks = [order[s : s + per_call] for s in range(0, len(order), per_call)]
+    costs = [work(i) for i in order] if work is not None else None
+    keys = [together(i) for i in order] if together is not None else None
+    chunks = chunked(order, per_call, costs, keys)
     n = max(order, default=-1) + 1
     records: list[dict] = [{}] * n
     extras: list[Any] = [None] * n
-    costs = [work(i) for i in order] if work is not None else None
     with ctx.steps(len(order), description, costs) as advance:
         for first in range(0, len(chunks), ranks.world_size):
             this_round = chunks[first : first + ranks.world_size]
