@@ -22,14 +22,13 @@ import numpy as np
 from benchmarks.bench_real import chosen_models
 
 
-def _reset_peak() -> bool:
-    """Reset the process's peak RSS (Linux: clear_refs 5); False where it cannot be."""
+def _reset_peak() -> None:
+    """Reset the process's peak RSS where Linux allows it (clear_refs 5)."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
-        return True
     except OSError:
-        return False
+        pass
 
 
 def _peak_gb() -> float:

@@ -3,15 +3,16 @@
 The `full` evaluator of `probes.adapters.hf` builds an explicit (L, K) mask per attention kind and
 runs the model's eager attention, which holds (heads, L, K) scores per layer: at 32 K tokens that
 is 16 GiB a layer for Gemma 3 270M, and its sliding layers spend nearly all of it on keys they
-never see. A forward of ONE row whose keys are its own text from position 0, with no padding and
-one visibility rule (carry, or a single document) needs no mask at all: key k is visible to query
+never see. A forward of ONE row whose keys are its own text from position 0 (at most a padded
+tail, which no real query sees causally) under one visibility rule (carry, or a single document)
+needs no mask at all: key k is visible to query
 q when k <= q and, in a layer with a sliding window s, q − k < s. This module computes exactly that
 with the model's own projections, rotary embeddings and cache (it is registered as an attention
 implementation of transformers, so only the attention product changes), BLOCK queries at a time
 against the keys they can reach: a global layer reads keys 0 … q, a sliding one the last s. A
 model whose attention does not go through transformers' registry (its layers choose their own
 kernels) would not be computed this way at all: the adapter checks on a short row, the first
-time, that every layer calls this function and the result is the masked forward's.
+time, that the result is the masked forward's, and keeps the masked path otherwise.
 
 It agrees with the masked eager forward within float32 rounding (the test
 `test_a_long_row_through_blocked_attention_scores_as_the_masked_forward` holds it to 1e-5 nats)

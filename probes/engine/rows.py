@@ -93,8 +93,7 @@ def chunked(
             start, held = k, 0.0
         if costs is None:
             continue
-        group_start = k == start or keys is None or keys[k] != keys[k - 1]
-        if group_start and k > start:
+        if k > start and (keys is None or keys[k] != keys[k - 1]):  # a group starts at k
             group = k + 1
             while keys is not None and group < len(order) and keys[group] == keys[k]:
                 group += 1
