@@ -1,4 +1,4 @@
-"""synth.text.stream: the synthetic stream's contract on real text — one-token overlap, rows
+"""synth.text.train_stream: the synthetic stream's contract on real text — one-token overlap, rows
 that continue, `<eod>` opening every document with a new id, disjoint rank shards, and a
 resumed stream equal to the uninterrupted one token for token (facts mixed in included)."""
 
@@ -13,7 +13,7 @@ require_tokenizers()
 
 from synth.text.default_corpus import default_corpus  # noqa: E402
 from synth.text.facts_mix import FactMixer  # noqa: E402
-from synth.text.stream import TextStream, TokenizedDocs  # noqa: E402
+from synth.text.train_stream import TextStream, TokenizedDocs  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -158,7 +158,7 @@ def test_heldout_nll_reads_the_mixture_not_the_curriculum():
     """With a bursty curriculum the training stream starts with bursty documents only; the held-out
     stream behind the evaluation's NLL is the mixture from its first token."""
     from probes.training.presets import resolve_dict
-    from probes.training.stream import synth_stream
+    from probes.training.synth_data import synth_stream
     from synth.language import Language
     from txl.train_config import TrainConfig
 

@@ -125,12 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from txl.place import Place
+    from txl.process_rank import ProcessRank
     from txl.run_dir import RunDirError
     from txl.signals import TrainingInterrupted
     from txl.train import NonFiniteLossError, train
 
-    ctx = Place.from_env()
+    ctx = ProcessRank.from_env()
     config = tiny_config(steps=args.steps, checkpoint_every=args.checkpoint_every)
     stream = ToyStream(
         config.batch_size, config.model.tgt_len, 0, ctx.rank, ctx.world_size, args.kill

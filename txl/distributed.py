@@ -1,7 +1,7 @@
 """Several processes under torchrun: the process group, the few collectives the training loop
 needs, and the DistributedDataParallel wrapper that averages gradients over ranks.
 
-Who this process is among them is txl.place.Place (torchrun's RANK, WORLD_SIZE, LOCAL_RANK;
+Who this process is among them is txl.process_rank.ProcessRank (torchrun's RANK, WORLD_SIZE, LOCAL_RANK;
 MASTER_ADDR/PORT for the group); without them this is a single process and every helper is a
 no-op. Backend: NCCL on CUDA, gloo on CPU.
 """
@@ -15,10 +15,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from txl.place import Place
+from txl.process_rank import ProcessRank
 
 
-def init(ctx: Place, device: torch.device) -> None:
+def init(ctx: ProcessRank, device: torch.device) -> None:
     """Join the process group (idempotent; nothing for a single process)."""
     if not ctx.enabled or dist.is_initialized():
         return
@@ -67,7 +67,7 @@ def barrier() -> None:
         dist.barrier()
 
 
-def wrap_model(model: nn.Module, ctx: Place, device: torch.device) -> nn.Module:
+def wrap_model(model: nn.Module, ctx: ProcessRank, device: torch.device) -> nn.Module:
     """The module to call in training: `model` under DistributedDataParallel with several
     processes (gradients averaged over ranks), `model` itself with one."""
     if not ctx.enabled:

@@ -53,7 +53,7 @@ from txl.device import peak_flops, resolve_device
 from txl.memory import Memory
 from txl.metrics_log import METRICS_FILE, MetricsLog
 from txl.optimizer import adamw
-from txl.place import Place
+from txl.process_rank import ProcessRank
 from txl.progress import TrainProgress, eval_line
 from txl.rng import isolated_rng
 from txl.run_dir import (
@@ -117,7 +117,7 @@ class _Run:
         out: Path,
         tokenizer: dict,
         eval_fn: EvalFn | None,
-        ctx: Place,
+        ctx: ProcessRank,
         device: torch.device,
         progress: bool,
         log: Callable[[str], None],
@@ -442,7 +442,7 @@ def train(
     tokenizer: dict[str, Any],
     eval_fn: EvalFn | None = None,
     resume: bool = False,
-    ctx: Place | None = None,
+    ctx: ProcessRank | None = None,
     progress: bool | None = None,
     quiet: bool = False,
     command: str | None = None,
@@ -458,7 +458,7 @@ def train(
     except for RUNTIME_KEYS. Raises RunDirError / ConfigError (bad input), NonFiniteLossError,
     TrainingInterrupted (SIGINT/SIGTERM, after saving).
     """
-    ctx = ctx or Place()
+    ctx = ctx or ProcessRank()
     out = Path(out_dir)
     device = resolve_device(config.device, ctx.local_rank)
     lock = DirLock(out, TRAINER)

@@ -21,7 +21,7 @@ from txl import distributed
 from txl.architecture import TRANSFORMER_XL, Architecture
 from txl.checkpoint import RNG_FILE, TRAIN_STATE_FILE, CheckpointError
 from txl.memory import Memory
-from txl.place import Place
+from txl.process_rank import ProcessRank
 from txl.rng import rng_state, set_rng_state
 from txl.run_dir import RunDirError
 
@@ -65,7 +65,7 @@ def save_train_state(
     stream: StatefulStream,
     memories: list[Memory | None],
     counters: Counters,
-    ctx: Place,
+    ctx: ProcessRank,
     tokenizer: dict[str, Any],
     training: dict[str, Any],
     architecture: Architecture = TRANSFORMER_XL,
@@ -156,7 +156,7 @@ def load_train_state(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     stream: StatefulStream,
-    ctx: Place,
+    ctx: ProcessRank,
     device: torch.device,
     grad_accum: int,
     architecture: Architecture = TRANSFORMER_XL,

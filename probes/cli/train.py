@@ -3,7 +3,7 @@ with txl's loop.
 
 This module parses the options and maps the outcome to an exit code; the work (the config's
 layers, the synth stream from its `data` table, the recall evaluation from its `eval` table) is
-`probes.training.run`'s. Several processes: `torchrun --nproc_per_node N -m probes.cli train ...`.
+`probes.training.job`'s. Several processes: `torchrun --nproc_per_node N -m probes.cli train ...`.
 
 Exit codes (probes/cli/errors.py): 0 done, 1 the run failed its own check (non-finite loss),
 2 bad input (one line), 3 internal error, 130 / 143 interrupted by SIGINT / SIGTERM after saving a
@@ -25,7 +25,7 @@ import click
 from probes.cli.errors import EXIT_CHECK, EXIT_INTERRUPT, BadInput
 from probes.framework.params import number_type
 from probes.limits import MAX_THREADS
-from probes.training.run import DEFAULT_OUT
+from probes.training.job import DEFAULT_OUT
 
 # Write failures that are this machine's state, not a bug: the disk is full, over quota or
 # read-only (exit 2 with the path; a resumed run continues from the last checkpoint).
@@ -169,7 +169,7 @@ def _train(
     as_json: bool,
     command: str,
 ) -> int:
-    from probes.training import run as training
+    from probes.training import job as training
 
     # Bad input before the loop starts: ConfigError, RunDirError, a bad data or eval table (all
     # ValueErrors).

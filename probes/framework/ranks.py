@@ -23,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from txl.place import Place
+from txl.process_rank import ProcessRank
 
 
 @dataclass(frozen=True)
-class Ranks(Place):
-    """This process's place (txl.place.Place) and the little a probe run does with it."""
+class Ranks(ProcessRank):
+    """This process's place (txl.process_rank.ProcessRank) and the little a probe run does with it."""
 
     def join(self, device: str) -> None:
         """Join the process group on `device` ("cpu" | "cuda"; CUDA: this rank's own GPU,

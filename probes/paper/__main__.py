@@ -92,7 +92,7 @@ def main(out: str, quick: bool, threads: int | None) -> None:
     target = check_out(out)
     from probes.adapters.txl import threads as torch_threads
     from probes.paper import render
-    from probes.paper.run import measure
+    from probes.paper.measure import measure
     from txl.io import replace_dir
 
     log = lambda msg: click.echo(msg, err=True)  # noqa: E731

@@ -32,7 +32,7 @@ HELDOUT_SEED = 2_000_003  # apart from training (config seed) and its evaluation
 def heldout_text(lang, vocab_size: int, rows: int = ROWS, segments: int = SEGMENTS):
     """(tokens, doc_ids), rows × (segments × tgt_len + 1), of the default recipe's stream."""
     from probes.training.presets import resolve_dict
-    from probes.training.stream import synth_stream
+    from probes.training.synth_data import synth_stream
     from txl.train_config import TrainConfig
 
     table = resolve_dict("tiny")

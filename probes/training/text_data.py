@@ -100,8 +100,8 @@ def _held_out(sources: list[str], share: float) -> list[bool]:
 class TextData:
     table: dict[str, Any]
     tokenizer: Any  # synth.text.tokenizer.TextTokenizer
-    train: Any  # synth.text.stream.TokenizedDocs
-    heldout: Any  # synth.text.stream.TokenizedDocs
+    train: Any  # synth.text.train_stream.TokenizedDocs
+    heldout: Any  # synth.text.train_stream.TokenizedDocs
     heldout_corpus: Any  # synth.text.corpus.Corpus (the recall evaluation's haystack)
     haystack: Any  # TokenizedDocs of the default corpus's haystack documents, or None
     provenance: dict[str, Any]
@@ -116,7 +116,7 @@ class TextData:
 
     def stream(self, tgt_len: int, seed: int, batch_size: int, rank: int, world_size: int):
         from synth.text.facts_mix import FactMixer
-        from synth.text.stream import TextStream
+        from synth.text.train_stream import TextStream
 
         facts = float(self.table["facts"])
         mixer = (
@@ -164,8 +164,8 @@ def load_text(table: dict[str, Any], run_dir: Path, resume: bool) -> TextData:
     from probes.limits import require_memory
     from synth.text.corpus import CorpusError, corpus_files, read_corpus
     from synth.text.default_corpus import default_corpus, provenance
-    from synth.text.stream import TokenizedDocs
     from synth.text.tokenizer import TokenizerError, train_bpe
+    from synth.text.train_stream import TokenizedDocs
 
     paths = table["paths"]
     try:

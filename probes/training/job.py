@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from synth.language import Language
     from synth.stream import TrainStream
-    from txl.place import Place
+    from txl.process_rank import ProcessRank
     from txl.train import EvalFn, TrainResult
     from txl.train_config import TrainConfig
 
@@ -53,7 +53,7 @@ class TrainJob:
 @dataclass(frozen=True)
 class PreparedRun:
     job: TrainJob
-    ctx: Place  # this process's place under torchrun
+    ctx: ProcessRank  # this process's place under torchrun
     stream: TrainStream  # this rank's shard
     eval_fn: EvalFn | None  # rank 0 only
 
@@ -70,7 +70,7 @@ def resolve_job(
     resume with neither a preset nor a file, the run's own saved config < options < overrides.
     `model.vocab_size` is the language's (a different one is refused)."""
     from probes.training.presets import DEFAULT_PRESET, resolve_dict
-    from probes.training.stream import language_from
+    from probes.training.synth_data import language_from
     from probes.training.text_data import load_text, text_table
     from txl.run_dir import load_run_config
     from txl.train_config import ConfigError, TrainConfig, parse_override, set_key
@@ -103,13 +103,13 @@ def prepare(job: TrainJob) -> PreparedRun:
     """Everything the loop needs, built only once the config is known to be good (imports torch).
     The device and the run directory are checked here too, before any process writes."""
     from probes.training.budget import check_fits
-    from probes.training.stream import synth_stream
+    from probes.training.synth_data import synth_stream
     from txl.device import resolve_device
-    from txl.place import Place
+    from txl.process_rank import ProcessRank
     from txl.run_dir import check_run_dir
 
     config, lang = job.config, job.language
-    ctx = Place.from_env()
+    ctx = ProcessRank.from_env()
     device = resolve_device(config.device, ctx.local_rank)
     if config.arch:  # another architecture: its table checked before anything is built
         from probes.training.hf_arch import check_arch

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Place:
+class ProcessRank:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
