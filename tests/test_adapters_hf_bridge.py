@@ -194,7 +194,7 @@ def test_an_edit_that_cannot_be_evened_is_unmatched_never_scored(bridge):
 
 
 PLUGIN = '''
-from probes.framework.registry import probe
+from probes.api.registry import probe
 from probes.library.fact_swap import FactSwap
 
 

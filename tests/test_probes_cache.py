@@ -10,7 +10,7 @@ import torch
 
 import probes
 from probes.adapters import txl as adapters
-from probes.framework.probe import ProbeInputError
+from probes.api.probe import ProbeInputError
 from probes.protocol import geometry
 from probes.testing import tiny_checkpoint
 from txl.checkpoint import save_checkpoint

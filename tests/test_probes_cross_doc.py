@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 import probes
 from probes.adapters.planted import PlantedModel
+from probes.api import params as pm
+from probes.api.probe import RunContext
 from probes.cli.main import cli
-from probes.framework import params as pm
-from probes.framework.probe import RunContext
 from probes.library.cross_doc import CrossDoc
 from probes.protocol import horizon
 from probes.testing import tiny_checkpoint

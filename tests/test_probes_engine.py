@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import probes
 from probes.adapters import txl as adapters
+from probes.api.probe import RunContext
 from probes.engine.paired import Job, PairedProbe
-from probes.framework.probe import RunContext
 from probes.protocol import LossModel, geometry, horizon
 from probes.testing import tiny_checkpoint
 
@@ -288,7 +288,7 @@ def test_probe_from_a_file_runs_and_reruns(models, tmp_path):
     f.write_text(
         "from dataclasses import dataclass\n"
         "from probes.library.fact_swap import FactSwap\n"
-        "from probes.framework.registry import probe\n"
+        "from probes.api.registry import probe\n"
         "@probe('outside-swap', version=2)\n"
         "class OutsideSwap(FactSwap):\n"
         "    '''fact-swap under another name'''\n"

@@ -49,8 +49,8 @@ def test_a_cut_context_costs_exactly_where_fewer_tokens_are_visible():
     """Planted: +2, +1.5, +1, +0.5 nats when 1, 2, 3, 4 tokens are visible, the rest keyed to
     the target only. Without memory every segment start pays it; with a memory of 16 only the
     text's first tokens do."""
-    from probes.framework import params as pm
-    from probes.framework.probe import RunContext
+    from probes.api import params as pm
+    from probes.api.probe import RunContext
     from probes.library.long_nll import LongNLL
     from probes.protocol import horizon
     from synth.language import Language

@@ -14,9 +14,9 @@ from scipy import stats as sst
 import probes
 from probes import stats
 from probes.adapters.planted import PlantedModel
+from probes.api import params as pm
+from probes.api.probe import RunContext
 from probes.engine.paired import Job
-from probes.framework import params as pm
-from probes.framework.probe import RunContext
 from probes.library.fact_update import FactUpdate
 from probes.protocol import horizon
 from synth.example import Pair

@@ -1,4 +1,4 @@
-"""probes.framework.registry and probes.framework.params: lazy listing, refusals, options from Params."""
+"""probes.api.registry and probes.api.params: lazy listing, refusals, options from Params."""
 
 import dataclasses
 import json
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import click
 import pytest
 
-from probes.framework import params as P
-from probes.framework import registry
+from probes.api import params as P
+from probes.api import registry
 
 BUILTIN = {
     "boundary", "context-ablation", "context-sweep", "cross-doc", "distractor", "fact-delete", "fact-insert", "fact-rebind",
@@ -109,9 +109,9 @@ def test_probe_from_a_file(tmp_path):
         textwrap.dedent(
             '''
             from dataclasses import dataclass
-            from probes.framework.probe import Probe
-            from probes.framework.params import param
-            from probes.framework.registry import probe
+            from probes.api.probe import Probe
+            from probes.api.params import param
+            from probes.api.registry import probe
 
             @probe("my-outside-probe", version=3)
             class Outside(Probe):

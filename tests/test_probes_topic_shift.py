@@ -7,8 +7,8 @@ import torch
 
 import probes
 from probes.adapters.planted import PlantedModel
-from probes.framework import params as pm
-from probes.framework.probe import RunContext
+from probes.api import params as pm
+from probes.api.probe import RunContext
 from probes.library.topic_shift import TopicShift
 from probes.protocol import horizon
 from probes.testing import tiny_checkpoint

@@ -70,10 +70,10 @@ def diagnose_command(
     table (a row per effect, a column per model), one plot (diagnose_models.png) and one run
     directory <out>/diagnose/<id1>+<id2>+…/; RECL runs once with the models as its group.
     """
+    from probes.api.probe import ProbeInputError
     from probes.framework.diagnose import diagnose
     from probes.framework.diagnose_models import diagnose_models
     from probes.framework.models import split_models
-    from probes.framework.probe import ProbeInputError
     from probes.framework.progress import Progress
     from probes.report.diagnose import print_table
 
@@ -97,8 +97,8 @@ def diagnose_command(
 
 def _resume(path: str, threads: int | None, progress):
     """`--resume RUN_DIR`: the recorded options, refusing any other given (but --threads)."""
+    from probes.api.probe import ProbeInputError
     from probes.framework.diagnose import diagnose, resumed_options
-    from probes.framework.probe import ProbeInputError
 
     ctx = click.get_current_context()
     given = [

@@ -8,8 +8,8 @@ import sys
 
 import click
 
+from probes.api import registry
 from probes.cli.errors import BadInput, emit
-from probes.framework import registry
 from probes.framework.options import OUTPUT_NAMES, RunOptions, output_options
 
 HELP = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -41,7 +41,7 @@ def list_command(as_json: bool) -> None:
 
 def probe_command(spec: str) -> click.Command:
     """The `probe run SPEC` command: the probe's own options, then the shared ones."""
-    from probes.framework import params as params_mod
+    from probes.api import params as params_mod
 
     shared = (*RunOptions.fields(), *OUTPUT_NAMES)
     try:
@@ -85,7 +85,7 @@ def _keep_blocks(text: str) -> str:
 
 
 def _run(spec: str, values: dict, *, as_json: bool, quiet: bool) -> None:
-    from probes.framework.probe import ProbeInputError
+    from probes.api.probe import ProbeInputError
     from probes.framework.progress import Progress
     from probes.framework.ranks import Ranks
     from probes.framework.runner import run

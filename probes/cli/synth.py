@@ -6,8 +6,8 @@ import json
 
 import click
 
+from probes.api.params import number_type
 from probes.cli.errors import BadInput
-from probes.framework.params import number_type
 
 
 @click.group("synth", context_settings={"help_option_names": ["-h", "--help"]})

@@ -22,8 +22,8 @@ from typing import Any
 
 import click
 
+from probes.api.params import number_type
 from probes.cli.errors import EXIT_CHECK, EXIT_INTERRUPT, BadInput
-from probes.framework.params import number_type
 from probes.limits import MAX_THREADS
 from probes.training.job import DEFAULT_OUT
 

@@ -11,8 +11,8 @@ import math
 
 import click
 
+from probes.api.params import number_type
 from probes.cli.errors import EXIT_CHECK, BadInput
-from probes.framework.params import number_type
 from probes.training.compare import DEFAULT_ACC_TOL, DEFAULT_NLL_TOL
 
 HEADLINE_FIELDS = ("nll", "filler_nll", "filler_floor", "filler_entropy")
@@ -71,8 +71,8 @@ def train_compare_command(
 
 def _resolve(name: str) -> str:
     """A shipped model's name (`default`) stands for its directory; anything else is a path."""
+    from probes.api.probe import ProbeInputError
     from probes.framework.models import resolve_model_path
-    from probes.framework.probe import ProbeInputError
 
     try:
         return str(resolve_model_path(name))

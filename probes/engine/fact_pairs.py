@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from probes.api.params import param
+from probes.api.probe import ProbeInputError, RunContext
 from probes.engine.paired import Job
-from probes.framework.params import param
-from probes.framework.probe import ProbeInputError, RunContext
 from probes.reach import auto_bins, check_ranges, parse_ranges
 
 DISTANCE_HELP = (

@@ -38,9 +38,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from probes.api.probe import Outcome, Probe, RunContext
 from probes.engine import checks, summary
 from probes.engine.rows import Rows, first_difference, score_batches
-from probes.framework.probe import Outcome, Probe, RunContext
 from probes.protocol import score_rows, tolerance
 from probes.reach import REACH_LABELS, UNBOUNDED, doc_starts
 from probes.stats import signed_effect, verdict_counts

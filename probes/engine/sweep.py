@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from probes.framework.params import increasing_ints
-from probes.framework.probe import ProbeInputError, RunContext
+from probes.api.params import increasing_ints
+from probes.api.probe import ProbeInputError, RunContext
 
 MIN_FACT_DISTANCE = 8
 CONTEXTS_HELP = (

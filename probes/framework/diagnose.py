@@ -55,7 +55,7 @@ ROW_DOCS = {
 
 def suite() -> list[str]:
     """The probes of `probe diagnose`, in row order (read without importing them)."""
-    from probes.framework import registry
+    from probes.api import registry
 
     entries = [e for e in registry.entries() if e.diagnose is not None]
     return [e.name for e in sorted(entries, key=lambda e: (e.diagnose, e.name))]
@@ -87,10 +87,10 @@ def _ident(info: Any) -> dict[str, str]:
 
 def _options(skip, values: dict[str, Any]):
     """What both diagnose modes check first: --skip, the run options and --out."""
-    from probes.framework import params as params_mod
-    from probes.framework import registry
+    from probes.api import params as params_mod
+    from probes.api import registry
+    from probes.api.probe import ProbeInputError
     from probes.framework.options import RunOptions
-    from probes.framework.probe import ProbeInputError
     from probes.framework.ranks import Ranks
     from probes.framework.results import RunDirError, check_writable
 
@@ -132,9 +132,9 @@ def _prepare(classes, skip, columns: list, group: list, opts, progress, argv, di
     (a diagnosed model), the group probe once on `group`; `distance` (--distance) goes to every
     probe with distance bins. Returns (runs, skipped, the models of the columns a probe did not
     apply to)."""
+    from probes.api.probe import ProbeInputError, ProbeNotApplicable
     from probes.framework import runner
     from probes.framework.models import ModelCache, model_name
-    from probes.framework.probe import ProbeInputError, ProbeNotApplicable
 
     models = ModelCache()
     common = {k: v for k, v in dataclasses.asdict(opts).items() if k in OPTIONS and k != "model"}
@@ -263,7 +263,7 @@ def _identity(name: str, version: Any, params: Any, options: dict, models: list,
 def _same_measurement(run: _Run, runs_dir: Path):
     """(path, status) of every run of this very probe run in `runs_dir`, oldest first: the
     same probe version, parameters, options (but --out and --threads) and model files."""
-    from probes.framework import params as params_mod
+    from probes.api import params as params_mod
     from probes.framework.results import read_json, safe_id, status
     from txl.files import FileRefused
 
@@ -323,7 +323,7 @@ def resumed_options(path: Path) -> dict[str, Any]:
     """The options of an unfinished diagnose run directory (its run.json), to finish it with
     `diagnose(resume=path, **options)`. ProbeInputError (one line) when it is not a diagnose
     run, a process still runs in it, or it finished."""
-    from probes.framework.probe import ProbeInputError
+    from probes.api.probe import ProbeInputError
     from probes.framework.results import read_json, status
     from txl.files import FileRefused
 
@@ -388,7 +388,7 @@ def _reopen(path: Path, record: dict):
     """The run directory of a resumed diagnose, its run.json `record` keeping when it started
     and adding when it resumed; ProbeInputError when its models are not the files it began
     with."""
-    from probes.framework.probe import ProbeInputError
+    from probes.api.probe import ProbeInputError
     from probes.framework.results import RunDir, read_json
 
     before = read_json(path / "run.json")
@@ -405,7 +405,7 @@ def _reopen(path: Path, record: dict):
 
 
 def _create(opts, model_id: str):
-    from probes.framework.probe import ProbeInputError
+    from probes.api.probe import ProbeInputError
     from probes.framework.results import RunDir, RunDirError
 
     try:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from probes.framework.probe import ProbeInputError
+from probes.api.probe import ProbeInputError
 from probes.limits import MAX_LAYERS, MAX_MEM, MAX_TGT_LEN, check_number
 
 PACKAGE_MODELS = Path(__file__).resolve().parent.parent / "models"

@@ -1,6 +1,6 @@
 """The options every probe run shares, declared once.
 
-`RunOptions` is a declared dataclass (`probes.framework.params`): the same fields generate the
+`RunOptions` is a declared dataclass (`probes.api.params`): the same fields generate the
 click options of `probe run` and `probe diagnose`, are validated when `probes.run(...)` is called
 from Python, are recorded in run.json (`record()`), and give back the command line that repeats a
 run (`argv()`). A probe contributes its own options through its `Params`, declared the same way;
@@ -18,8 +18,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from probes.framework.params import argv as params_argv
-from probes.framework.params import build, click_options, param
+from probes.api.params import argv as params_argv
+from probes.api.params import build, click_options, param
 from probes.limits import MAX_CLAMP_LEN, MAX_MEM, MAX_N, MAX_TGT_LEN, MAX_THREADS
 
 

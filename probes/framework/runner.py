@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probes.framework import params as params_mod
-from probes.framework import registry
+from probes.api import params as params_mod
+from probes.api import registry
+from probes.api.probe import ProbeInputError, ProbeNotApplicable, RunContext
 from probes.framework.models import ModelCache, model_name, model_sources
 from probes.framework.options import RunOptions
-from probes.framework.probe import ProbeInputError, ProbeNotApplicable, RunContext
 from probes.framework.progress import Progress
 from probes.framework.ranks import Ranks
 from probes.framework.results import SCHEMA_VERSION, RunDir, RunDirError, check_writable

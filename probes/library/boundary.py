@@ -57,11 +57,11 @@ from typing import Any
 import numpy as np
 
 from probes import stats
+from probes.api.declarations import STATS, Column, signed
+from probes.api.params import param
+from probes.api.probe import Outcome, Probe, ProbeNotApplicable, RunContext
+from probes.api.registry import probe
 from probes.engine.checks import note, zero_check
-from probes.framework.declarations import STATS, Column, signed
-from probes.framework.params import param
-from probes.framework.probe import Outcome, Probe, ProbeNotApplicable, RunContext
-from probes.framework.registry import probe
 from probes.protocol import tolerance
 
 CHECK_TOKENS = 8  # first-segment targets scored for the first_segment_equal check

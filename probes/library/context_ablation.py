@@ -45,10 +45,10 @@ from typing import Any
 import numpy as np
 
 from probes import stats
-from probes.framework.declarations import Column
-from probes.framework.params import increasing_ints, param
-from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
-from probes.framework.registry import probe
+from probes.api.declarations import Column
+from probes.api.params import increasing_ints, param
+from probes.api.probe import Outcome, Probe, ProbeInputError, RunContext
+from probes.api.registry import probe
 
 ABLATIONS = ("drop", "shuffle", "replace")
 CONTEXT = 512  # the default context, when the model and the evaluator hold it

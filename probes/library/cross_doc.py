@@ -67,15 +67,15 @@ from typing import Any, Literal
 import numpy as np
 
 from probes import stats
+from probes.api.declarations import DISTANCE, REACH, STATS, Column, signed
+from probes.api.params import param
+from probes.api.probe import Outcome, Probe, ProbeInputError, RunContext
+from probes.api.registry import probe
 from probes.engine.checks import note, zero_check
 from probes.engine.cross_doc_texts import B_LEAD, TextShape, bridged_draw, pair_arrays
 from probes.engine.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin, row_limit
 from probes.engine.rows import Rows, score_batches
 from probes.engine.summary import by_group, by_reach, family_bins, flat_arrays
-from probes.framework.declarations import DISTANCE, REACH, STATS, Column, signed
-from probes.framework.params import param
-from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
-from probes.framework.registry import probe
 from probes.protocol import reset_moves_positions, score_rows, tolerance
 from probes.reach import classify, gap_bins, parse_ranges
 from probes.stats import signed_effect, verdict_counts

@@ -38,6 +38,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from probes.api.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
+from probes.api.params import increasing_ints, param
+from probes.api.probe import Outcome, ProbeInputError, RunContext
+from probes.api.registry import probe
 from probes.engine.fact_pairs import (
     LEAD_HELP,
     answer_job,
@@ -47,10 +51,6 @@ from probes.engine.fact_pairs import (
     lead_range,
 )
 from probes.engine.paired import PairedProbe
-from probes.framework.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
-from probes.framework.params import increasing_ints, param
-from probes.framework.probe import Outcome, ProbeInputError, RunContext
-from probes.framework.registry import probe
 from probes.reach import parse_ranges
 from synth.edits.distract import KINDS
 from synth.language import MAX_FACT_TOKENS

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from probes.api.declarations import PAIRED
+from probes.api.params import param
+from probes.api.probe import RunContext
+from probes.api.registry import probe
 from probes.engine.fact_pairs import FactParams, plan_by_distance
 from probes.engine.paired import PairedProbe
-from probes.framework.declarations import PAIRED
-from probes.framework.params import param
-from probes.framework.probe import RunContext
-from probes.framework.registry import probe
 
 
 @probe("fact-delete", version=2)
@@ -65,7 +65,7 @@ class FactDelete(PairedProbe):
     delta_doc = "mean over answer tokens of NLL(variant: fact deleted) − NLL(base), nats"
 
     def plan(self, ctx: RunContext) -> None:
-        from probes.framework.probe import ProbeInputError
+        from probes.api.probe import ProbeInputError
         from synth.edits import delete
         from synth.text.facts import delete_fact
 

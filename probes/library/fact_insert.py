@@ -30,6 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from probes.api.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
+from probes.api.params import increasing_ints, param
+from probes.api.probe import Outcome, RunContext
+from probes.api.registry import probe
 from probes.engine.fact_pairs import (
     DistanceParams,
     answer_job,
@@ -38,10 +42,6 @@ from probes.engine.fact_pairs import (
     min_distance,
 )
 from probes.engine.paired import PairedProbe
-from probes.framework.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
-from probes.framework.params import increasing_ints, param
-from probes.framework.probe import Outcome, RunContext
-from probes.framework.registry import probe
 
 DEPTH_HELP = (
     "depths (filler tokens before the fact): 'auto' (8, (mem+tgt)/2 and mem+tgt of the eval "

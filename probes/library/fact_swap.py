@@ -32,11 +32,11 @@ uses 6 pairs per bin (a smoke run: MDD ≈ 1.9 sd).
 
 from __future__ import annotations
 
+from probes.api.declarations import PAIRED, signed
+from probes.api.probe import RunContext
+from probes.api.registry import probe
 from probes.engine.fact_pairs import FactParams, plan_by_distance
 from probes.engine.paired import PairedProbe
-from probes.framework.declarations import PAIRED, signed
-from probes.framework.probe import RunContext
-from probes.framework.registry import probe
 
 
 @probe("fact-swap", version=2, diagnose=20)

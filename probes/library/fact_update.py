@@ -37,6 +37,10 @@ from typing import ClassVar
 import numpy as np
 
 from probes import stats
+from probes.api.declarations import PAIRED, Column, signed
+from probes.api.params import param
+from probes.api.probe import ProbeInputError, RunContext
+from probes.api.registry import probe
 from probes.engine.fact_pairs import (
     LEAD_HELP,
     check_lead,
@@ -45,10 +49,6 @@ from probes.engine.fact_pairs import (
     lead_range,
 )
 from probes.engine.paired import Job, PairedProbe
-from probes.framework.declarations import PAIRED, Column, signed
-from probes.framework.params import param
-from probes.framework.probe import ProbeInputError, RunContext
-from probes.framework.registry import probe
 from probes.reach import auto_bins, parse_ranges
 from synth.language import MAX_FACT_TOKENS
 

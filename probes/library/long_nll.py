@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 
 from probes import stats
-from probes.framework.declarations import Column
-from probes.framework.params import param
-from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
-from probes.framework.registry import probe
+from probes.api.declarations import Column
+from probes.api.params import param
+from probes.api.probe import Outcome, Probe, ProbeInputError, RunContext
+from probes.api.registry import probe
 
 BANDS_MAX = 16  # bands shown; later positions fall in the last one
 ROOM = 8  # haystack tokens a text leaves unused (runs are cut at piece boundaries)

@@ -45,11 +45,11 @@ from typing import Any
 
 import numpy as np
 
+from probes.api.declarations import Column, effect_row
+from probes.api.params import param
+from probes.api.probe import Outcome, Probe, ProbeNotApplicable, RunContext
+from probes.api.registry import probe
 from probes.engine import bootstrap
-from probes.framework.declarations import Column, effect_row
-from probes.framework.params import param
-from probes.framework.probe import Outcome, Probe, ProbeNotApplicable, RunContext
-from probes.framework.registry import probe
 
 
 def check_rs(text: str) -> None:

@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from probes.framework.declarations import Column
-from probes.framework.params import increasing_ints, param
-from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
-from probes.framework.registry import probe
+from probes.api.declarations import Column
+from probes.api.params import increasing_ints, param
+from probes.api.probe import Outcome, Probe, ProbeInputError, RunContext
+from probes.api.registry import probe
 
 LENGTHS_HELP = (
     "memory lengths: 'auto' (mem/8, mem/4, mem/2 and mem of the eval --mem) or a comma list "

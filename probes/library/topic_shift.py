@@ -41,9 +41,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from probes.engine.fact_pairs import distance_bins, distance_param, draws_per_bin
-from probes.engine.paired import Job, PairedProbe
-from probes.framework.declarations import (
+from probes.api.declarations import (
     ACCURACY,
     DISTANCE,
     REACH,
@@ -51,9 +49,11 @@ from probes.framework.declarations import (
     Column,
     signed,
 )
-from probes.framework.params import param
-from probes.framework.probe import ProbeInputError, RunContext
-from probes.framework.registry import probe
+from probes.api.params import param
+from probes.api.probe import ProbeInputError, RunContext
+from probes.api.registry import probe
+from probes.engine.fact_pairs import distance_bins, distance_param, draws_per_bin
+from probes.engine.paired import Job, PairedProbe
 from synth.generate import MIN_DISTANCE
 
 DISTANCE_HELP = (

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import click
 
+from probes.api.params import number_type
 from probes.cli.errors import BadInput
 from probes.cli.main import OneLineErrors
-from probes.framework.params import number_type
 from probes.limits import MAX_THREADS
 
 DEFAULT_OUT = "results/curated/paper"

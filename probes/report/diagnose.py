@@ -1,5 +1,5 @@
 """The `probe diagnose` table and its forest plot: rows as the suite's probes declared them
-(`probes.framework.declarations.effect_row`), rendered without knowing any probe; with
+(`probes.api.declarations.effect_row`), rendered without knowing any probe; with
 `--models`, the same rows side by side (a column per model) and one plot of them all."""
 
 from __future__ import annotations

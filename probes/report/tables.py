@@ -79,7 +79,7 @@ def _text(x: Any) -> str:
     return "—" if x is None or x == "" else str(x)
 
 
-# How a declared column writes its value (probes.framework.declarations.Column.format); the
+# How a declared column writes its value (probes.api.declarations.Column.format); the
 # whole bin is passed for the formats that combine fields.
 FORMATS: dict[str, Callable[[dict, str], str]] = {
     "text": lambda b, k: _text(b.get(k)),
@@ -105,8 +105,8 @@ FORMATS: dict[str, Callable[[dict, str], str]] = {
 def declared_columns(summary: dict) -> list:
     """The columns the run's probe declares (`columns`), or, for a probe this installation
     cannot load, one text column per bin field."""
-    from probes.framework import registry
-    from probes.framework.declarations import Column
+    from probes.api import registry
+    from probes.api.declarations import Column
 
     try:
         return list(registry.get(summary["probe"]).columns)

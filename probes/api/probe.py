@@ -22,7 +22,7 @@ sanity checks: a failed one makes `probe run` exit 1), a one-line `verdict`, per
 and plots. Probes whose output is not a delta-by-distance table (speed, recl, boundary positions)
 fill `metrics`/`bins` with their own names and document them in `metric_docs`.
 
-What the report layer shows is declared here too (`probes.framework.declarations`): `columns`,
+What the report layer shows is declared here too (`probes.api.declarations`): `columns`,
 the bin table's columns; `diagnose_rows(summary)`, the probe's rows in `probe diagnose` (with
 `@probe(..., diagnose=N)`).
 """
@@ -204,7 +204,7 @@ class Probe:
     resumes_from_samples: ClassVar[bool] = False
     # Set by @probe(..., diagnose=N): its place in `probe diagnose` (None: not part of it).
     diagnose: ClassVar[int | None] = None
-    # The bin table's columns (probes.framework.declarations.Column), in order.
+    # The bin table's columns (probes.api.declarations.Column), in order.
     columns: ClassVar[tuple] = ()
     # The minimum effect of interest of the probe's primary delta, its unit and why that size:
     # a bin is significant only beyond it, negligible when its interval lies inside ±margin
@@ -219,7 +219,7 @@ class Probe:
     def effect(cls, effect: str, metric: str, measure: str, stat=None, **fields) -> dict:
         """A diagnose row of this probe, in its unit, judged against its margin
         (`declarations.effect_row`)."""
-        from probes.framework.declarations import effect_row
+        from probes.api.declarations import effect_row
 
         return effect_row(
             effect, cls.name, metric, cls.margin_unit, measure, stat, margin=cls.margin, **fields
