@@ -44,7 +44,7 @@ class Counter:
 
     @staticmethod
     def _scores(positions):
-        from probes.protocol import TokenScores
+        from probes.api.model import TokenScores
 
         nll = np.where(positions, 1.0, np.nan)
         return TokenScores(nll, np.zeros(positions.shape, dtype=bool))

@@ -7,7 +7,7 @@
 `probes.run` takes the options of `probe run` as keyword arguments (probe-specific ones too:
 `distance="16-64,700-900"`), writes the same run directory and returns the `Summary` whose
 `to_dict()` is what `probe run --json` prints. Bad input raises `probes.ProbeInputError`.
-`model=` also takes any object with the `probes.protocol.LossModel` protocol (an external
+`model=` also takes any object with the `probes.api.model.LossModel` protocol (an external
 model), or a list of them for a model group. torch's thread count is restored after the run.
 """
 

@@ -291,7 +291,7 @@ def test_cli_fact_swap_with_stream_on_a_saved_model_keeps_the_json_contract(dirs
 
 def test_full_without_a_sliding_window_reads_the_whole_row_so_nothing_is_beyond(dirs, tmp_path):
     long = tiny_transformers(tmp_path / "llama-512", "llama", max_positions=512)
-    """`full` has an unbounded horizon (probes.reach.UNBOUNDED): auto bins stay within a short
+    """`full` has an unbounded horizon (probes.api.horizon.UNBOUNDED): auto bins stay within a short
     text, every bin is direct and the beyond-reach check is not applicable."""
     h = lm(dirs, "llama", "full").horizon(geo(0, 8))
     assert h.unbounded and h.to_dict()["layered_reach"] == {"min": None, "max": None}
@@ -373,7 +373,7 @@ def test_full_forks_a_contrast_row_where_its_answer_starts(dirs):
 
 
 def test_the_row_memory_estimate_grows_with_the_memory_it_is_asked_about(dirs):
-    from probes.protocol import geometry, row_bytes
+    from probes.api.model import geometry, row_bytes
 
     m = lm(dirs, "llama", "stream")
     small, big = (row_bytes(m, geometry(m, mem_len=k)) for k in (16, 4096))

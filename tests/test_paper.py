@@ -50,7 +50,7 @@ def test_resamples_are_paired_so_a_constant_gap_is_certain():
 
 def test_nll_by_length_scores_the_same_tokens_at_every_length_as_the_model_does(tmp_path):
     from probes.adapters.txl import load
-    from probes.protocol import geometry
+    from probes.api.model import geometry
     from probes.testing import tiny_checkpoint
 
     lm = load(tiny_checkpoint(tmp_path / "m", mem_len=8, tgt_len=8))

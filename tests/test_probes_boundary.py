@@ -13,10 +13,10 @@ from click.testing import CliRunner
 import probes
 from probes.adapters.planted import PlantedModel
 from probes.api import params as pm
+from probes.api.model import horizon
 from probes.api.probe import RunContext
 from probes.cli.main import cli
 from probes.library.boundary import Boundary
-from probes.protocol import horizon
 from probes.testing import tiny_checkpoint
 from synth.language import Language
 

@@ -10,8 +10,8 @@ import torch
 
 import probes
 from probes.adapters import txl as adapters
+from probes.api.model import geometry
 from probes.api.probe import ProbeInputError
-from probes.protocol import geometry
 from probes.testing import tiny_checkpoint
 from txl.checkpoint import save_checkpoint
 from txl.config import TXLConfig

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 import probes
 from probes.adapters.planted import PlantedModel
 from probes.api import params as pm
+from probes.api.model import horizon, score_rows
 from probes.api.probe import RunContext
 from probes.cli.main import cli
 from probes.library.context_ablation import ABLATIONS, ContextAblation
-from probes.protocol import horizon, score_rows
 from synth.language import Language
 
 torch.set_num_threads(1)

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from probes.adapters import txl as adapters
 from probes.adapters.planted import PlantedModel
 from probes.api import params as pm
+from probes.api.model import geometry, horizon
 from probes.api.probe import RunContext
 from probes.cli.main import cli
 from probes.library.context_sweep import ContextSweep, effective_context
-from probes.protocol import geometry, horizon
 from probes.testing import tiny_checkpoint
 from synth.language import Language
 

@@ -50,9 +50,9 @@ def test_a_cut_context_costs_exactly_where_fewer_tokens_are_visible():
     the target only. Without memory every segment start pays it; with a memory of 16 only the
     text's first tokens do."""
     from probes.api import params as pm
+    from probes.api.model import horizon
     from probes.api.probe import RunContext
     from probes.library.long_nll import LongNLL
-    from probes.protocol import horizon
     from synth.language import Language
 
     curves = {}

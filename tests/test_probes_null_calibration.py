@@ -15,10 +15,10 @@ import probes
 from probes import stats
 from probes.adapters.planted import PlantedModel
 from probes.api import params as pm
+from probes.api.model import horizon
 from probes.api.probe import RunContext
 from probes.engine.paired import Job
 from probes.library.fact_update import FactUpdate
-from probes.protocol import horizon
 from synth.example import Pair
 from synth.language import Language
 

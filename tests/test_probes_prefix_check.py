@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import probes
 from probes.adapters.planted import PlantedModel
-from probes.protocol import TokenScores
+from probes.api.model import TokenScores
 
 
 @dataclass

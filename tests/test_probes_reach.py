@@ -1,11 +1,12 @@
-"""probes.reach: direct window and layered reach against hand-computed cases."""
+"""probes.api.horizon: direct window and layered reach against hand-computed cases."""
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from probes.reach import Horizon, auto_bins, classify, doc_starts, label_bin, parse_ranges
+from probes.api.horizon import Horizon, classify, doc_starts
+from probes.engine.distance_bins import auto_bins, label_bin, parse_ranges
 
 
 def hz(**kw):

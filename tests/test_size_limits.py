@@ -65,8 +65,8 @@ def test_a_config_claiming_a_bigger_model_than_its_weights_is_refused_before_bui
 
 def test_the_row_estimate_grows_with_the_geometry_it_is_asked_about():
     from probes.adapters.txl import load
+    from probes.api.model import geometry, row_bytes
     from probes.framework.models import resolve_model_path
-    from probes.protocol import geometry, row_bytes
 
     lm = load(resolve_model_path("default"))
     small, big = (row_bytes(lm, geometry(lm, mem_len=m)) for m in (64, 6400))

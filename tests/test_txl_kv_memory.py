@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from txl_helpers import one_thread  # noqa: F401 (autouse)
 
-from probes.reach import Horizon
+from probes.api.horizon import Horizon
 from txl.config import TXLConfig
 from txl.evaluator import stream_nll
 from txl.geometry import Geometry
@@ -295,7 +295,7 @@ def test_identical_rows_score_bitwise_equal_under_kv_memory(key, data, geometry)
 def test_tokens_beyond_the_layered_reach_are_bitwise_unaffected_under_kv_memory(
     key, geometry, seed, where
 ):
-    """Change one token; every later token whose layered reach (probes.reach.Horizon) does not
+    """Change one token; every later token whose layered reach (probes.api.horizon.Horizon) does not
     include it scores the same bits with the KV memory (one document, so reset changes
     nothing)."""
     rng = np.random.default_rng(seed)

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import torch
 
-from probes.reach import Horizon
+from probes.api.horizon import Horizon
 from txl.config import TXLConfig
 from txl.evaluator import recompute_nll, stream_nll
 from txl.geometry import Geometry

@@ -89,8 +89,8 @@ from probes.adapters import hf_blocked
 from probes.adapters.hf_lockstep import MAX_SLOTS, Lockstep
 from probes.adapters.hf_scoring import HFBase, blank_scores, token_nll, window_jobs
 from probes.adapters.txl import AdapterError
-from probes.protocol import ModelInfo, TokenScores, check_inputs
-from probes.reach import UNBOUNDED, Horizon, doc_starts
+from probes.api.horizon import UNBOUNDED, Horizon, doc_starts
+from probes.api.model import ModelInfo, TokenScores, check_inputs
 from txl.geometry import Geometry
 
 EVALUATORS = ("full", "window", "stream", "sinks")
@@ -772,7 +772,7 @@ class HFModel(HFBase):
         return TokenScores(nll, correct)
 
     def score_window(self, tokens, doc_ids, positions, window: int, geometry) -> TokenScores:
-        """Truncated context (probes.protocol): each scored token t by a fresh forward over the
+        """Truncated context (probes.api.model): each scored token t by a fresh forward over the
         `window` tokens before it (from its query's document start under reset), positions from
         0 at the window start; one forward per scored token, of exactly that many tokens."""
         check_inputs(tokens, doc_ids, positions)

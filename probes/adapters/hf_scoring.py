@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from probes.adapters.txl import DTYPES
-from probes.protocol import ModelInfo
-from probes.reach import doc_starts
+from probes.api.horizon import doc_starts
+from probes.api.model import ModelInfo
 
 
 class HFBase:

@@ -18,7 +18,7 @@ Evaluators (`--evaluator`):
   row is cut at every document boundary), so document B's losses depend on nothing before its
   `<eod>`: the first token of a document is predicted from the end of the previous one, as with
   the attention evaluators, and everything after it from B's own fresh state. The reach is
-  unbounded (`probes.reach.Horizon(state=True)`: direct window 0, bins labelled "state", the
+  unbounded (`probes.api.horizon.Horizon(state=True)`: direct window 0, bins labelled "state", the
   beyond-reach check not applicable). Neither `--mem` nor `--tgt-len` changes a score: `--mem`
   other than 0 is refused (it would suggest a window; use `window`), `--tgt-len` is recorded and
   unused. Every piece is its own forward, and all pieces of one `score` call are padded to one
@@ -38,8 +38,8 @@ import torch
 
 from probes.adapters.hf_scoring import HFBase, blank_scores, token_nll, window_jobs
 from probes.adapters.txl import AdapterError
-from probes.protocol import ModelInfo, TokenScores, check_inputs
-from probes.reach import Horizon
+from probes.api.horizon import Horizon
+from probes.api.model import ModelInfo, TokenScores, check_inputs
 from txl.geometry import Geometry
 
 STATE_EVALUATORS = ("state", "window")
@@ -168,7 +168,7 @@ class HFStateModel(HFBase):
         return TokenScores(nll, correct)
 
     def score_window(self, tokens, doc_ids, positions, window: int, geometry) -> TokenScores:
-        """Truncated context (probes.protocol): each scored token t by a fresh forward from a
+        """Truncated context (probes.api.model): each scored token t by a fresh forward from a
         fresh state over the `window` tokens before it (from its query's document start under
         reset)."""
         check_inputs(tokens, doc_ids, positions)

@@ -7,7 +7,7 @@ is put there on purpose (or left out, for a null). For a scored token t:
     boundary(h) = boundary_nats · max(0, 1 − (h − 1) / boundary_len)
 
 - h = how many tokens the prediction of t can see, and the visible tokens are tokens[t − h : t]:
-  with `score` (streaming) h is t's layered reach (probes.reach, for the geometry and `n_layer`;
+  with `score` (streaming) h is t's layered reach (probes.api.horizon, for the geometry and `n_layer`;
   clipped at the row start, and under `reset` at the query's document start); with
   `score_window` it is the window (clipped the same way).
 - boundary: extra loss when little is visible (h ≤ boundary_len): a planted "context
@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from probes.protocol import ModelInfo, TokenScores, check_inputs
-from probes.reach import Horizon, doc_starts
+from probes.api.horizon import Horizon, doc_starts
+from probes.api.model import ModelInfo, TokenScores, check_inputs
 
 
 @dataclass

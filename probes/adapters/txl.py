@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from probes.protocol import ModelInfo, TokenScores, check_inputs
-from probes.reach import Horizon
+from probes.api.horizon import Horizon
+from probes.api.model import ModelInfo, TokenScores, check_inputs
 from txl.device import DeviceError
 from txl.device import resolve_device as resolve_torch_device
 from txl.geometry import Geometry
@@ -132,7 +132,7 @@ class _TXLBase:
 
     @torch.inference_mode()
     def score_window(self, tokens, doc_ids, positions, window: int, geometry) -> TokenScores:
-        """Truncated context (probes.protocol, `score_window`): every scored token is predicted
+        """Truncated context (probes.api.model, `score_window`): every scored token is predicted
         from exactly the `window` tokens before it by a fresh forward without memory
         (txl.evaluator.recompute_nll), whatever this adapter's own evaluator is."""
         from txl.evaluator import recompute_nll

@@ -55,9 +55,9 @@ class ProbeNotApplicable(ProbeInputError):
 
 @dataclass
 class RunContext:
-    model: Any  # a probes.protocol.LossModel
+    model: Any  # a probes.api.model.LossModel
     geometry: Any  # txl.geometry.Geometry
-    horizon: Any  # probes.reach.Horizon
+    horizon: Any  # probes.api.horizon.Horizon
     lang: Any  # synth.language.Language (None for probes that need no synth text)
     n: int  # pairs per group
     seed: int

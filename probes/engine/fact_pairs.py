@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from probes.api.params import param
 from probes.api.probe import ProbeInputError, RunContext
+from probes.engine.distance_bins import auto_bins, check_ranges, parse_ranges
 from probes.engine.paired import Job
-from probes.reach import auto_bins, check_ranges, parse_ranges
 
 DISTANCE_HELP = (
     "distance bins, fact's last token → first answer token: 'auto' (two bins inside the direct "

@@ -38,11 +38,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from probes.api.horizon import REACH_LABELS, UNBOUNDED, doc_starts
+from probes.api.model import score_rows, tolerance
 from probes.api.probe import Outcome, Probe, RunContext
 from probes.engine import checks, summary
 from probes.engine.rows import Rows, first_difference, score_batches
-from probes.protocol import score_rows, tolerance
-from probes.reach import REACH_LABELS, UNBOUNDED, doc_starts
 from probes.stats import signed_effect, verdict_counts
 
 # Tokens before the first difference compared by `identical_prefix`: free for a streaming model
@@ -421,7 +421,7 @@ class PairedProbe(Probe):
         (dmin, dmax), (rmin, rmax) = hz.ranges()
         direct = {"min": dmin, "max": dmax, "mean": (dmin + dmax) / 2}
         reach = {"min": rmin, "max": rmax, "mean": (rmin + rmax) / 2}
-        if hz.unbounded:  # nothing to mark: the whole row is read (probes.reach.UNBOUNDED)
+        if hz.unbounded:  # nothing to mark: the whole row is read (probes.api.horizon.UNBOUNDED)
             reach = None
             direct = direct if dmax < UNBOUNDED and not hz.state else None
         g = ctx.geometry

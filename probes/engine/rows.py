@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from probes.protocol import max_rows
+from probes.api.model import max_rows
 
 
 @dataclass

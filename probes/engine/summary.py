@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from probes import stats
+from probes.api.horizon import REACH_LABELS, WITHIN_HORIZON
 from probes.engine.checks import zero_check
-from probes.reach import REACH_LABELS, WITHIN_HORIZON, label_bin
+from probes.engine.distance_bins import label_bin
 
 NO_REACH = {
     "reach": None,
@@ -67,7 +68,7 @@ def paired_bins(
 def reach_of(
     toks: list[dict], select: str | None = None, value: bool = True, distance: str = "distance"
 ) -> dict | None:
-    """Where a bin's scored tokens fall (probes.reach.label_bin), over every token of `toks`
+    """Where a bin's scored tokens fall (probes.engine.distance_bins.label_bin), over every token of `toks`
     or those whose `select` flag equals `value`, at the distances `toks[distance]` (from what
     the bin measures)."""
 
@@ -263,7 +264,7 @@ def paired_metric_docs(delta_doc: str, has_alt: bool) -> dict[str, str]:
         "probe's margin: see run.json margin)",
         "bins[].mdd80": "minimum detectable mean delta of the bin (80% power, Holm worst case)",
         "bins[].reach": "direct | layered | beyond: where most of the bin's answer tokens see "
-        "the fact (probes.reach)",
+        "the fact (probes.api.horizon)",
     }
     if has_alt:
         docs.update(

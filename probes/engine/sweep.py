@@ -189,7 +189,7 @@ def _rows(texts: list[SweepText]):
 def truncated(model, texts: list[SweepText], c: int, geometry, *, opening: bool = False):
     """(nll, correct), each (n_texts, L): exactly c tokens of history per scored token; with
     `opening`, the text's opening token (its first) before them (`opened`)."""
-    from probes.protocol import score_truncated
+    from probes.api.model import score_truncated
 
     tokens, docs, pos = _rows(texts)
     if not opening:
@@ -223,7 +223,7 @@ def opened(tokens: np.ndarray, pos: np.ndarray, c: int) -> tuple[np.ndarray, tup
 
 def streaming(model, texts: list[SweepText], c: int, geometry):
     """(nll, correct) with the model's own evaluator and mem_len c (no same_length at c = 0)."""
-    from probes.protocol import score_rows
+    from probes.api.model import score_rows
 
     tokens, docs, pos = _rows(texts)
     g = replace(geometry, mem_len=c, same_length=geometry.same_length and c > 0)

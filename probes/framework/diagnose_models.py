@@ -80,9 +80,9 @@ def diagnose_models(
     `models` (id, path, sha256, in order), `effects` (`effects`), `runs`, `verdicts` and
     `checks` (model id → probe → …; the group run under every member), `geometry` (model id →
     geometry), `passed`, `skipped`, `elapsed_s`, `row_docs`; the plot `diagnose_models.png`."""
+    from probes.api.model import geometry as geometry_of
     from probes.api.probe import ProbeInputError
     from probes.framework.models import is_loss_model, model_name, model_source, split_models
-    from probes.protocol import geometry as geometry_of
 
     t0 = time.perf_counter()
     if values.get("model") is not None:

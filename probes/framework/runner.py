@@ -11,7 +11,7 @@ prepares all of its probes (sharing one `ModelCache`) before it creates its own.
 on a failure is internal (exit 3) or an interruption (exit 130), and the directory keeps what was
 done, with the status in run.json (a file the disk refuses is exit 2, naming it). The model
 is reached only through the LossModel protocol
-(probes.protocol): a checkpoint path is loaded by probes.adapters.txl, a LossModel object is used
+(probes.api.model): a checkpoint path is loaded by probes.adapters.txl, a LossModel object is used
 as given.
 """
 
@@ -134,8 +134,8 @@ def prepare(
         texts = text_mod.setup(cls, opts, sources, loaded)
     from dataclasses import replace
 
-    from probes.protocol import geometry as geometry_of
-    from probes.protocol import horizon as horizon_of
+    from probes.api.model import geometry as geometry_of
+    from probes.api.model import horizon as horizon_of
 
     try:
         geometry = geometry_of(lm, **opts.geometry_overrides())
@@ -209,8 +209,8 @@ def check_row_length(instance, ctx) -> None:
 def check_row_memory(models: list, geometry) -> None:
     """Refuse a geometry whose single forward row would not fit in memory, before any text is
     built or scored (ProbeInputError naming the sizes)."""
+    from probes.api.model import row_bytes
     from probes.limits import LimitError, require_memory
-    from probes.protocol import row_bytes
 
     for m in models:
         need = row_bytes(m, geometry)

@@ -58,11 +58,11 @@ import numpy as np
 
 from probes import stats
 from probes.api.declarations import STATS, Column, signed
+from probes.api.model import tolerance
 from probes.api.params import param
 from probes.api.probe import Outcome, Probe, ProbeNotApplicable, RunContext
 from probes.api.registry import probe
 from probes.engine.checks import note, zero_check
-from probes.protocol import tolerance
 
 CHECK_TOKENS = 8  # first-segment targets scored for the first_segment_equal check
 KINDS = ("nomem-mem", "doc-mem")
@@ -145,8 +145,8 @@ class Boundary(Probe):
     def _score(self, ctx: RunContext, items):
         """Each text with memory, without (mem_len 0), and with a document boundary before each
         scored segment; one (record, curve) per text."""
+        from probes.api.model import score_rows
         from probes.engine.rows import Rows
-        from probes.protocol import score_rows
 
         T = ctx.geometry.tgt_len
         eod = ctx.eod_id
@@ -184,7 +184,7 @@ class Boundary(Probe):
         """Under reset: the first scored segment after its document boundary, scored once more
         with the text before the boundary reversed (same length, same doc ids, other content).
         None under carry, where that segment reads the text before it by design."""
-        from probes.protocol import score_rows
+        from probes.api.model import score_rows
 
         if not ctx.geometry.reset:
             return None

@@ -254,8 +254,8 @@ class ContextAblation(Probe):
         replaced) together, the dropped rows of each distance together (a call forwards every
         row to its longest scored position, so a short row among long ones would cost a long
         one)."""
+        from probes.api.model import score_rows
         from probes.engine.rows import Rows
-        from probes.protocol import score_rows
 
         W = self.params.window
         calls: dict[Any, tuple[Rows, list]] = {}

@@ -51,12 +51,12 @@ import numpy as np
 
 from probes import stats
 from probes.api.declarations import Column, effect_row
+from probes.api.model import window_limit
 from probes.api.params import param
 from probes.api.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
 from probes.engine import bootstrap
 from probes.engine.sweep import CONTEXTS_HELP, check_contexts, parse_contexts
-from probes.protocol import window_limit
 
 STATE_MAX_CONTEXT = 1024  # the largest c of 'auto' for a recurrent state (no window of its own)
 SETS = ("answer", "ordinary", "all")

@@ -68,16 +68,17 @@ import numpy as np
 
 from probes import stats
 from probes.api.declarations import DISTANCE, REACH, STATS, Column, signed
+from probes.api.horizon import classify
+from probes.api.model import reset_moves_positions, score_rows, tolerance
 from probes.api.params import param
 from probes.api.probe import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
 from probes.engine.checks import note, zero_check
 from probes.engine.cross_doc_texts import B_LEAD, TextShape, bridged_draw, pair_arrays
+from probes.engine.distance_bins import gap_bins, parse_ranges
 from probes.engine.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin, row_limit
 from probes.engine.rows import Rows, score_batches
 from probes.engine.summary import by_group, by_reach, family_bins, flat_arrays
-from probes.protocol import reset_moves_positions, score_rows, tolerance
-from probes.reach import classify, gap_bins, parse_ranges
 from probes.stats import signed_effect, verdict_counts
 from synth.language import FACT_VALUE_OFFSET
 
@@ -145,7 +146,7 @@ class CrossDoc(Probe):
     supports_bridge = True  # the foreign document evened to A's model tokens
 
     def plan(self, ctx: RunContext) -> None:
-        from probes.protocol import horizon
+        from probes.api.model import horizon
 
         p = self.params
         self.b_distance = p.b_distance or (ctx.text.min_distance if ctx.text else 16)

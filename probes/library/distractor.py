@@ -42,6 +42,7 @@ from probes.api.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, 
 from probes.api.params import increasing_ints, param
 from probes.api.probe import Outcome, ProbeInputError, RunContext
 from probes.api.registry import probe
+from probes.engine.distance_bins import parse_ranges
 from probes.engine.fact_pairs import (
     LEAD_HELP,
     answer_job,
@@ -51,7 +52,6 @@ from probes.engine.fact_pairs import (
     lead_range,
 )
 from probes.engine.paired import PairedProbe
-from probes.reach import parse_ranges
 from synth.edits.distract import KINDS
 from synth.language import MAX_FACT_TOKENS
 

@@ -45,6 +45,7 @@ import numpy as np
 
 from probes import stats
 from probes.api.declarations import PAIRED, Column, signed
+from probes.api.horizon import WITHIN_HORIZON
 from probes.api.probe import RunContext
 from probes.api.registry import probe
 from probes.engine.fact_pairs import (
@@ -57,7 +58,6 @@ from probes.engine.fact_pairs import (
     min_distance,
 )
 from probes.engine.paired import PairedProbe
-from probes.reach import WITHIN_HORIZON
 
 VARIANTS = ("rebind", "delete", "swap")
 

@@ -41,6 +41,7 @@ from probes.api.declarations import PAIRED, Column, signed
 from probes.api.params import param
 from probes.api.probe import ProbeInputError, RunContext
 from probes.api.registry import probe
+from probes.engine.distance_bins import auto_bins, parse_ranges
 from probes.engine.fact_pairs import (
     LEAD_HELP,
     check_lead,
@@ -49,7 +50,6 @@ from probes.engine.fact_pairs import (
     lead_range,
 )
 from probes.engine.paired import Job, PairedProbe
-from probes.reach import auto_bins, parse_ranges
 from synth.language import MAX_FACT_TOKENS
 
 DISTANCE_HELP = (

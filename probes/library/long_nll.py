@@ -142,8 +142,8 @@ class LongNLL(Probe):
         return self.summarize(ctx, records, curves)
 
     def _score(self, ctx: RunContext, items):
+        from probes.api.model import score_rows
         from probes.engine.rows import Rows
-        from probes.protocol import score_rows
 
         rows = Rows()
         for i in items:

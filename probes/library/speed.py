@@ -119,7 +119,7 @@ class Speed(Probe):
 
     def _measure(self, ctx: RunContext, n: int, mem: int, L: int) -> tuple[list, list]:
         """(cached, recompute) wall times of the repeats, for a row of n tokens."""
-        from probes.protocol import score_rows, score_truncated
+        from probes.api.model import score_rows, score_truncated
 
         K = self.params.tokens
         tok = self.tokens[None, :n]

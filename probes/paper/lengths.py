@@ -47,7 +47,7 @@ def heldout_text(lang, vocab_size: int, rows: int = ROWS, segments: int = SEGMEN
 
 def nll_by_length(lm, tokens, docs, mems=MEMS, log=None) -> tuple[np.ndarray, list[int]]:
     """(len(mems), rows) row-mean NLL of the scored tokens at each memory; and the lengths L."""
-    from probes.protocol import geometry
+    from probes.api.model import geometry
 
     g0 = lm.default_geometry()
     lengths = [m + g0.tgt_len for m in mems]

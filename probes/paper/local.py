@@ -36,7 +36,7 @@ def local_text(lang, rows: int = ROWS, length: int = LENGTH):
 
 def row_nll(lm, tokens, docs, mem_len: int | None = None) -> np.ndarray:
     """(rows,) mean NLL over the scored tokens; `mem_len` replaces the model's own."""
-    from probes.protocol import geometry
+    from probes.api.model import geometry
 
     scored = docs >= 0
     scored[:, : SKIP + 1] = False

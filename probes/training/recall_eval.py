@@ -14,7 +14,7 @@ that `txl.train.train` calls every `eval_every` steps:
   `acc` (every answer token is the argmax under teacher forcing), its Wilson 95 % interval, the
   mean answer NLL, and where the bucket lies (`inside`: every distance of [lo, hi), up to hi − 1,
   is within the training attention span tgt + mem); `n_direct` of its queries have their fact in
-  the first answer token's direct window (`probes.reach`: mem_len + offset in the segment, so near
+  the first answer token's direct window (`probes.api.horizon`: mem_len + offset in the segment, so near
   the span's end it depends on where the answer falls in its segment) and `acc_direct` is the
   accuracy over those (None when there are none): recall of what the model can see;
 - `recall_mem{M}`: the same documents with a longer evaluation memory M (`eval.mem_len`).
@@ -201,9 +201,9 @@ def make_recall_eval(
     )
 
     def evaluate(model: Any, step: int) -> dict[str, Any]:
-        from probes.protocol import geometry as geometry_of
-        from probes.protocol import horizon as horizon_of
-        from probes.reach import doc_starts
+        from probes.api.horizon import doc_starts
+        from probes.api.model import geometry as geometry_of
+        from probes.api.model import horizon as horizon_of
 
         lm = loss_model(model, f"step-{step}")
         geometry = lm.default_geometry()

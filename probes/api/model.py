@@ -28,7 +28,7 @@ Optional capabilities, used when present:
 - `max_rows(geometry) -> int`: rows per scoring call that fit in memory (default 64; `max_rows`).
 - `row_bytes(geometry) -> int`: the memory one row of a forward needs; a run whose one row
   would not fit in the machine's memory is refused before it starts (`probes.limits`).
-- `horizon(geometry) -> probes.reach.Horizon`: what a scored token can see. Without it a
+- `horizon(geometry) -> probes.api.horizon.Horizon`: what a scored token can see. Without it a
   Transformer-XL streaming evaluator with `info.n_layer` layers is assumed.
 - `score_window(tokens, doc_ids, positions, window, geometry)`: truncated context: every scored
   token is predicted from exactly the `window` tokens before it (fewer at the row start and,
@@ -48,7 +48,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from probes.reach import Horizon
+from probes.api.horizon import Horizon
 
 
 @dataclass(frozen=True)
