@@ -18,7 +18,7 @@ from click.testing import CliRunner  # noqa: E402
 from token_rows import fact_swap_units, rows  # noqa: E402
 
 from probes.adapters import hf, hf_load  # noqa: E402
-from probes.adapters.txl import AdapterError  # noqa: E402
+from probes.api.errors import AdapterError  # noqa: E402
 from probes.cli.main import cli  # noqa: E402
 from probes.testing import TRANSFORMERS_FAMILIES, tiny_checkpoint, tiny_transformers  # noqa: E402
 from synth.language import Language  # noqa: E402

@@ -174,7 +174,7 @@ def test_a_fork_born_where_its_parent_stops_scoring_starts_from_the_parents_cach
 def test_float64_on_a_recurrent_model_is_float64_or_refused(root):
     """transformers' Mamba casts its logits to float32 whatever its weights: float64 there
     would be float32 in disguise, so it is refused; RWKV keeps float64."""
-    from probes.adapters.txl import AdapterError
+    from probes.api.errors import AdapterError
 
     with pytest.raises(AdapterError, match="returns float32 logits"):
         hf_load.load(root / "mamba", evaluator="state", dtype="float64")

@@ -19,7 +19,7 @@ from click.testing import CliRunner  # noqa: E402
 from token_rows import rows  # noqa: E402
 
 from probes.adapters import hf_load, hf_state  # noqa: E402
-from probes.adapters.txl import AdapterError  # noqa: E402
+from probes.api.errors import AdapterError  # noqa: E402
 from probes.api.horizon import UNBOUNDED  # noqa: E402
 from probes.cli.main import cli  # noqa: E402
 from probes.testing import RECURRENT_FAMILIES, tiny_transformers  # noqa: E402

@@ -114,7 +114,7 @@ def test_a_gguf_file_is_a_model_source_with_or_without_hf_prefix(tmp_path):
 def test_a_truncated_gguf_file_is_refused_as_unreadable_not_as_a_checkpoint(tmp_path):
     pytest.importorskip("gguf")
     from probes.adapters.hf_load import gguf_header
-    from probes.adapters.txl import AdapterError
+    from probes.api.errors import AdapterError
 
     f = tmp_path / "m.gguf"
     f.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)

@@ -10,6 +10,7 @@ import torch
 
 import probes
 from probes.adapters import txl as adapters
+from probes.api.errors import AdapterError
 from probes.api.model import geometry
 from probes.api.probe import ProbeInputError
 from probes.testing import tiny_checkpoint
@@ -85,7 +86,7 @@ def test_auto_takes_kv_for_relative_positions_and_hidden_for_absolute(model_dirs
     absolute = adapters.load(model_dirs["abs"])
     assert absolute.info.cache["memory"] == "hidden"
     assert "window-relative" in absolute.info.cache["why"]
-    with pytest.raises(adapters.AdapterError, match="not exact"):
+    with pytest.raises(AdapterError, match="not exact"):
         adapters.load(model_dirs["abs"], cache="kv")
     assert "cache" not in adapters.load(model_dirs["rel"], evaluator="recompute").info.to_dict()
 

@@ -70,7 +70,7 @@ Evaluators (`--evaluator`):
 `full`, `stream` and `sinks` have `score_shared`: a row that shares a prefix with a parent row
 starts from a copy of the parent's cache — at the last segment boundary inside the prefix
 (`stream`, `sinks`), or where the prefix ends (`full`) — and takes the parent's scores before
-it (`probes.adapters.txl.fork_plan`); the parent also scores the targets its forks take from
+it (`probes.adapters.base.fork_plan`); the parent also scores the targets its forks take from
 it. Under `full` a row is then forwarded in pieces cut where its forks are born, so a base and
 its variant (whose forks are born at the same places) are computed in identical shapes; a
 contrast row costs its answer tokens, not a second forward of the whole text.
@@ -86,9 +86,10 @@ import numpy as np
 import torch
 
 from probes.adapters import hf_blocked
+from probes.adapters.base import fork_plan
 from probes.adapters.hf_lockstep import MAX_SLOTS, Lockstep
 from probes.adapters.hf_scoring import HFBase, blank_scores, token_nll, window_jobs
-from probes.adapters.txl import AdapterError
+from probes.api.errors import AdapterError
 from probes.api.horizon import UNBOUNDED, Horizon, doc_starts
 from probes.api.model import ModelInfo, TokenScores, check_inputs
 from txl.geometry import Geometry
@@ -654,7 +655,7 @@ class HFModel(HFBase):
 
     def _stream(self, tokens, doc_ids, positions, geometry, plan=None):
         """Segments of tgt_len over the rows, each row its own forward and cache; `plan` =
-        (birth, end, parent) from `probes.adapters.txl.fork_plan` (score_shared): row r runs
+        (birth, end, parent) from `probes.adapters.base.fork_plan` (score_shared): row r runs
         over the inputs birth[r] … end[r] − 1, starting from a copy of its parent's cache at
         birth[r] > 0 (and its parent's scores before it). None: every row from 0 to the last
         scored input."""
@@ -754,8 +755,6 @@ class HFModel(HFBase):
         computed once up to a fork point inside it (a segment boundary when streaming, the
         prefix's end under `full`) and forked from the parent's cache there."""
         check_inputs(tokens, doc_ids, positions)
-        from probes.adapters.txl import fork_plan
-
         tokens, doc_ids, nll, correct, nothing = blank_scores(tokens, doc_ids, positions)
         if nothing:
             return TokenScores(nll, correct)

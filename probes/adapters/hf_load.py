@@ -15,6 +15,7 @@ import json
 import os
 from pathlib import Path
 
+from probes.adapters.base import DTYPES
 from probes.adapters.hf import (
     DEFAULT_EVALUATOR,
     DEFAULT_SINKS,
@@ -33,7 +34,7 @@ from probes.adapters.hf_dir import (
     stored_elements,
 )
 from probes.adapters.hf_scoring import model_info
-from probes.adapters.txl import DTYPES, AdapterError
+from probes.api.errors import AdapterError
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float64": 8}
 LOAD_FACTOR = 1.25  # peak memory of a directory's load over its weights at --dtype

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from probes.adapters.txl import DTYPES
+from probes.adapters.base import DTYPES
 from probes.api.horizon import doc_starts
 from probes.api.model import ModelInfo
 

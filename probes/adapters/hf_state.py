@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from probes.adapters.hf_scoring import HFBase, blank_scores, token_nll, window_jobs
-from probes.adapters.txl import AdapterError
+from probes.api.errors import AdapterError
 from probes.api.horizon import Horizon
 from probes.api.model import ModelInfo, TokenScores, check_inputs
 from txl.geometry import Geometry

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from probes.api.errors import AdapterError
 from probes.api.probe import ProbeInputError
 from probes.limits import MAX_LAYERS, MAX_MEM, MAX_TGT_LEN, check_number
 
@@ -361,7 +362,7 @@ class ModelCache:
                     from probes.adapters import hf_load
 
                     if cache is not None:
-                        raise adapters.AdapterError(
+                        raise AdapterError(
                             f"--cache applies to a Transformer-XL checkpoint's cached evaluator, "
                             f"not to the {kind} model {str(source)!r} (its stream "
                             "evaluator keeps keys and values already); drop --cache"
@@ -372,13 +373,13 @@ class ModelCache:
                         cache_positions=cache_positions,
                     )  # fmt: skip
                 elif cache_positions:
-                    raise adapters.AdapterError(
+                    raise AdapterError(
                         "--cache-positions applies to a rotary transformers model's stream or "
                         f"sinks evaluator, not to the Transformer-XL checkpoint {str(source)!r} "
                         "(its relative positions have no position to re-index)"
                     )
                 elif sinks is not None:
-                    raise adapters.AdapterError(
+                    raise AdapterError(
                         f"--sinks applies to a transformers model's --evaluator sinks, not to "
                         f"the Transformer-XL checkpoint {str(source)!r}"
                     )
@@ -390,7 +391,7 @@ class ModelCache:
                         dtype=dtype,
                         cache=cache,
                     )
-            except adapters.AdapterError as e:
+            except AdapterError as e:
                 raise ProbeInputError(str(e)) from None
             name = shipped_name(source)
             if name is not None:  # recorded by name: results travel to other machines

@@ -27,6 +27,7 @@ from typing import Any
 
 from probes.api import params as params_mod
 from probes.api import registry
+from probes.api.errors import AdapterError
 from probes.api.probe import ProbeInputError, ProbeNotApplicable, RunContext
 from probes.framework.models import ModelCache, model_name, model_sources
 from probes.framework.options import RunOptions
@@ -106,11 +107,11 @@ def prepare(
     models = models if models is not None else ModelCache()
     dev = opts.device
     if any(isinstance(s, Path) for s in sources):
-        from probes.adapters import txl as adapters  # torch from here on
+        from probes.adapters.base import resolve_device  # lazy: torch
 
         try:
-            dev = adapters.resolve_device(opts.device)
-        except adapters.AdapterError as e:
+            dev = resolve_device(opts.device)
+        except AdapterError as e:
             raise ProbeInputError(str(e)) from None
     ranks.join("cuda" if dev == "cuda" else "cpu")  # before a model lands on a GPU: its own
     loaded = [
