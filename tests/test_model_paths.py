@@ -8,14 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.adapters.hf_dir import (
-    ModelDirError,
-    config_size,
-    gguf_file,
-    model_kind,
-    read_config,
-    stored_elements,
-)
+from probes.adapters.hf_dir import config_size, gguf_file, model_kind, read_config, stored_elements
+from probes.api.errors import ModelDirError
 
 
 def _weights(path: Path, shapes: dict[str, tuple[int, ...]]) -> None:

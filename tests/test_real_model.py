@@ -244,7 +244,8 @@ def test_the_opening_token_is_the_models_bos_unless_told(full):
 
 
 def test_a_directory_holding_one_gguf_file_is_that_model(tmp_path):
-    from probes.adapters.hf_dir import ModelDirError, gguf_file, model_kind
+    from probes.adapters.hf_dir import gguf_file, model_kind
+    from probes.api.errors import ModelDirError
 
     (tmp_path / GGUF_NAME).symlink_to(GGUF)
     assert model_kind(tmp_path) == "gguf" and gguf_file(tmp_path) == tmp_path / GGUF_NAME

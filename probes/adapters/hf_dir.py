@@ -11,17 +11,15 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from probes.api.errors import ModelDirError
+
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
-RECURRENT = ("mamba", "mamba2", "falcon_mamba", "rwkv")
 GGUF_MAGIC = b"GGUF"
+RECURRENT = ("mamba", "mamba2", "falcon_mamba", "rwkv")
 MAX_HEADER_BYTES = 100 << 20  # a safetensors header (the safetensors library's own limit)
 # A config claiming more than this many times the parameters its weights hold is refused
 # (packed quantized weights store several values per element: 8 for 4-bit values in int32).
 CLAIM_SLACK = 8
-
-
-class ModelDirError(ValueError):
-    """A path that is not a usable model; the message is one line."""
 
 
 def _where(path) -> str:
@@ -114,13 +112,24 @@ def model_kind(path: str | os.PathLike) -> str:
     )
 
 
-def is_transformers_dir(path: str | os.PathLike) -> bool:
-    """A directory whose config.json has a top-level `model_type` (a Transformer-XL checkpoint's
-    config.json has `schema_version` and `model` instead)."""
-    try:
-        return model_kind(path) == "transformers"
-    except ModelDirError:
-        return False
+def holds_gguf(path: str | os.PathLike) -> bool:
+    """Whether `path` names a GGUF model (`gguf_file`): the `gguf` kind's detector."""
+    return gguf_file(path) is not None
+
+
+def is_transformers_model(path: str | os.PathLike) -> bool:
+    """Whether `path` is a transformers model directory (`model_kind`; ModelDirError for a path
+    that is no model): the `transformers` kind's detector."""
+    return model_kind(path) == "transformers"
+
+
+def is_recurrent(path: str | os.PathLike) -> bool:
+    """Whether the transformers model directory `path` is of a recurrent family (scored by its
+    state); txl.files.FileRefused for a config.json it refuses to read."""
+    from txl import files
+
+    config = files.read_json(Path(path) / "config.json")
+    return isinstance(config, dict) and config.get("model_type") in RECURRENT
 
 
 # ---------------------------------------------------------------------- sizes before building

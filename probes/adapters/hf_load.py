@@ -27,14 +27,13 @@ from probes.adapters.hf import (
 )
 from probes.adapters.hf_dir import (
     RECURRENT,
-    ModelDirError,
     config_size,
     gguf_file,
     read_config,
     stored_elements,
 )
 from probes.adapters.hf_scoring import model_info
-from probes.api.errors import AdapterError
+from probes.api.errors import AdapterError, ModelDirError
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float64": 8}
 LOAD_FACTOR = 1.25  # peak memory of a directory's load over its weights at --dtype

@@ -34,6 +34,7 @@ import numpy as np
 
 from probes.api.horizon import Horizon, doc_starts
 from probes.api.model import ModelInfo, TokenScores, check_inputs
+from probes.limits import MAX_LAYERS, MAX_MEM, MAX_TGT_LEN, check_number
 
 
 @dataclass
@@ -165,3 +166,46 @@ class PlantedModel:
         if self.tails == "cauchy":
             return math.tan(math.pi * (u1 - 0.5))
         return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)  # Box–Muller
+
+
+# The numeric fields of `--model planted:…` and their bounds (probes.limits.check_number, the
+# check of every numeric option): lengths as --tgt-len and --mem allow, a seed as --seed, losses
+# and effects finite and at most MAX_NATS, so that no sum of them overflows.
+MAX_NATS = 1e4
+PLANTED_BOUNDS: dict[str, tuple[bool, float | None, float | None]] = {
+    "tgt_len": (True, 1, MAX_TGT_LEN),
+    "mem_len": (True, 0, MAX_MEM),
+    "n_layer": (True, 1, MAX_LAYERS),
+    "boundary_len": (True, 1, MAX_TGT_LEN + MAX_MEM),
+    "seed": (True, 0, 2**63 - 1),
+    "base": (False, 0.0, MAX_NATS),
+    "sigma": (False, 0.0, MAX_NATS),
+    "boundary_nats": (False, -MAX_NATS, MAX_NATS),  # < 0: segment starts made easier
+    "copy": (False, -MAX_NATS, MAX_NATS),
+    "quantum": (False, 0.0, MAX_NATS),
+}
+
+
+def check_planted_spec(spec: str) -> None:
+    """Refuse (ValueError, one line) a planted spec with a field given twice or a numeric field
+    that is not finite or out of its bounds (`PLANTED_BOUNDS`); unknown fields and the choices
+    are the planted model's own to check."""
+    seen: set[str] = set()
+    for item in filter(None, spec.split(":", 1)[1].split(",")):
+        key, _, text = item.partition("=")
+        if key in seen:
+            raise ValueError(f"planted model: {key} is given twice; give each field once")
+        seen.add(key)
+        if key in PLANTED_BOUNDS:
+            integer, lo, hi = PLANTED_BOUNDS[key]
+            try:
+                check_number(text, integer=integer, lo=lo, hi=hi)
+            except ValueError as e:
+                raise ValueError(f"planted model: {key}={e}") from None
+
+
+def from_spec(spec: str) -> PlantedModel:
+    """The planted model of a `planted:…` spec, its fields checked first (`check_planted_spec`);
+    the `planted` kind's builder. ValueError (one line) for a bad spec."""
+    check_planted_spec(spec)
+    return PlantedModel.from_spec(spec)

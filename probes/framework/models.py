@@ -10,9 +10,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from probes.api.errors import AdapterError
+from probes.api import kinds
+from probes.api.errors import AdapterError, ModelDirError
 from probes.api.probe import ProbeInputError
-from probes.limits import MAX_LAYERS, MAX_MEM, MAX_TGT_LEN, check_number
+from txl import files
 
 PACKAGE_MODELS = Path(__file__).resolve().parent.parent / "models"
 DEFAULT_MODEL = "default"
@@ -57,8 +58,6 @@ MODEL_JSON = {
 def check_model_files(path: Path, label: str) -> Path:
     """`path`, once every JSON file of it that a loader reads whole is a regular file within
     its limit (ProbeInputError naming the file otherwise)."""
-    from txl import files
-
     if not path.is_dir():
         return path
     for name, kind in MODEL_JSON.items():
@@ -111,21 +110,17 @@ def carries_state(source: Any, evaluator: str | None) -> bool:
     default for one): no memory length applies to it, so a `--mem` given for the models beside
     it in `--models` leaves it at its own geometry (the summary lists it under
     `mem_not_applicable`)."""
-    from probes.adapters.hf_dir import RECURRENT, is_transformers_dir
-
     if evaluator not in (None, "state"):
         return False
     if is_loss_model(source):
         return getattr(source, "evaluator", None) == "state"
-    if not is_transformers_dir(source):
-        return False
-    from txl import files
-
     try:
-        config = files.read_json(Path(source) / "config.json")
+        kind = kinds.detect(Path(source))
+        return kind.is_recurrent(Path(source))
+    except ModelDirError:
+        return False
     except files.FileRefused as e:
         raise ProbeInputError(f"--model: {e}") from None
-    return isinstance(config, dict) and config.get("model_type") in RECURRENT
 
 
 def is_loss_model(model: Any) -> bool:
@@ -134,74 +129,28 @@ def is_loss_model(model: Any) -> bool:
 
 
 def model_source(model: str | os.PathLike, option: str = "--model") -> Any:
-    """One `--model`: `planted:FIELD=V,…` (a planted LossModel, probes.adapters.planted: known
-    effects, no torch), `hf:DIR` (a transformers model directory or GGUF file, checked here), else a
-    checkpoint directory, a transformers model directory, a GGUF file (or a directory holding
-    one) or a shipped model's name — what it is, and what is wrong with it, told here
-    (`probes.adapters.hf_dir.model_kind`) before anything is loaded."""
-    if str(model).startswith("hf:"):
-        from probes.adapters.hf_dir import ModelDirError, gguf_file, read_config
-
-        path = check_model_files(Path(str(model)[3:]).expanduser(), f"{option} {str(model)!r}")
+    """One `--model`: a spec with a model kind's prefix (`planted:FIELD=V,…`, a planted LossModel
+    with known effects and no torch; `hf:PATH`, a transformers model directory or GGUF file),
+    else a checkpoint directory, a transformers model directory, a GGUF file (or a directory
+    holding one) or a shipped model's name — what it is (`probes.api.kinds`), and what is wrong
+    with it, told here before anything is loaded."""
+    spec = str(model)
+    prefixed = kinds.by_prefix(spec)
+    if prefixed is not None and prefixed[1][0].builds_from_spec:
         try:
-            if gguf_file(path) is None:
-                read_config(path)
-        except ModelDirError as e:
-            raise ProbeInputError(str(e).replace("--model", option, 1)) from None
-        return path
-    if str(model).startswith("planted:"):
-        from probes.adapters.planted import PlantedModel
-
-        try:
-            check_planted_spec(str(model))
-            return PlantedModel.from_spec(str(model))
+            return prefixed[1][0].build(spec)
         except ValueError as e:
-            raise ProbeInputError(f"{option} {str(model)!r}: {e}") from None
-    from probes.adapters.hf_dir import ModelDirError, model_kind, read_config
-
-    path = resolve_model_path(model, option)
+            raise ProbeInputError(f"{option} {spec!r}: {e}") from None
     try:
-        if model_kind(path) == "transformers":
-            read_config(path)
+        if prefixed is not None:
+            prefix, among = prefixed
+            path = check_model_files(Path(spec[len(prefix) :]).expanduser(), f"{option} {spec!r}")
+        else:
+            among, path = None, resolve_model_path(model, option)
+        kinds.detect(path, among).check_path(path)
     except ModelDirError as e:
         raise ProbeInputError(str(e).replace("--model", option, 1)) from None
     return path
-
-
-# The numeric fields of `--model planted:…` and their bounds (probes.limits.check_number, the
-# check of every numeric option): lengths as --tgt-len and --mem allow, a seed as --seed, losses
-# and effects finite and at most MAX_NATS, so that no sum of them overflows.
-MAX_NATS = 1e4
-PLANTED_BOUNDS: dict[str, tuple[bool, float | None, float | None]] = {
-    "tgt_len": (True, 1, MAX_TGT_LEN),
-    "mem_len": (True, 0, MAX_MEM),
-    "n_layer": (True, 1, MAX_LAYERS),
-    "boundary_len": (True, 1, MAX_TGT_LEN + MAX_MEM),
-    "seed": (True, 0, 2**63 - 1),
-    "base": (False, 0.0, MAX_NATS),
-    "sigma": (False, 0.0, MAX_NATS),
-    "boundary_nats": (False, -MAX_NATS, MAX_NATS),  # < 0: segment starts made easier
-    "copy": (False, -MAX_NATS, MAX_NATS),
-    "quantum": (False, 0.0, MAX_NATS),
-}
-
-
-def check_planted_spec(spec: str) -> None:
-    """Refuse (ValueError, one line) a planted spec with a field given twice or a numeric field
-    that is not finite or out of its bounds (`PLANTED_BOUNDS`); unknown fields and the choices
-    are the planted model's own to check."""
-    seen: set[str] = set()
-    for item in filter(None, spec.split(":", 1)[1].split(",")):
-        key, _, text = item.partition("=")
-        if key in seen:
-            raise ValueError(f"planted model: {key} is given twice; give each field once")
-        seen.add(key)
-        if key in PLANTED_BOUNDS:
-            integer, lo, hi = PLANTED_BOUNDS[key]
-            try:
-                check_number(text, integer=integer, lo=lo, hi=hi)
-            except ValueError as e:
-                raise ValueError(f"planted model: {key}={e}") from None
 
 
 def split_models(text: str) -> list[str]:
@@ -253,8 +202,6 @@ def load_language(language: str | os.PathLike | None):
 
     if language is None:
         return Language.default()
-    from txl import files
-
     p = Path(language)
     if p.is_dir():
         p = p / "tokenizer.json"
@@ -339,58 +286,29 @@ class ModelCache:
         log=None,
     ) -> Any:
         """The LossModel of `source` (a LossModel object is its own); `log(message)` hears of
-        a checkpoint being loaded. A transformers model directory goes to probes.adapters.hf,
-        anything else to probes.adapters.txl; `evaluator` None is the adapter's default;
-        `cache` (kv | hidden | auto; None: auto) is the Transformer-XL cached evaluator's."""
+        a checkpoint being loaded. A path goes to the loader of its kind (`probes.api.kinds`),
+        which refuses the per-kind options it does not take; `evaluator` None is the loader's
+        default; `cache` (kv | hidden | auto; None: auto) is the Transformer-XL cached
+        evaluator's."""
         if not isinstance(source, Path):
             check_object_options(source, evaluator, device, dtype, sinks, cache, cache_positions)
             return source  # a LossModel object
         key = (str(source.resolve()), evaluator, device, dtype, sinks, cache, cache_positions)
         if key not in self._loaded:
-            from probes.adapters import txl as adapters
-            from probes.adapters.hf_dir import ModelDirError, model_kind
-
             if log is not None:
                 log(f"loading {source} …")
-
             try:
-                kind = model_kind(source)
+                kind = kinds.detect(source)
             except ModelDirError as e:
                 raise ProbeInputError(str(e)) from None
+            options = {"cache": cache, "sinks": sinks, "cache_positions": cache_positions}
+            refused = kind.refusal(options, source)
+            if refused is not None:
+                raise ProbeInputError(refused)
             try:
-                if kind in ("transformers", "gguf"):
-                    from probes.adapters import hf_load
-
-                    if cache is not None:
-                        raise AdapterError(
-                            f"--cache applies to a Transformer-XL checkpoint's cached evaluator, "
-                            f"not to the {kind} model {str(source)!r} (its stream "
-                            "evaluator keeps keys and values already); drop --cache"
-                        )
-
-                    lm = hf_load.load(
-                        source, evaluator=evaluator, device=device, dtype=dtype, sinks=sinks,
-                        cache_positions=cache_positions,
-                    )  # fmt: skip
-                elif cache_positions:
-                    raise AdapterError(
-                        "--cache-positions applies to a rotary transformers model's stream or "
-                        f"sinks evaluator, not to the Transformer-XL checkpoint {str(source)!r} "
-                        "(its relative positions have no position to re-index)"
-                    )
-                elif sinks is not None:
-                    raise AdapterError(
-                        f"--sinks applies to a transformers model's --evaluator sinks, not to "
-                        f"the Transformer-XL checkpoint {str(source)!r}"
-                    )
-                else:
-                    lm = adapters.load(
-                        source,
-                        evaluator=evaluator or "cached",
-                        device=device,
-                        dtype=dtype,
-                        cache=cache,
-                    )
+                lm = kind.load_model(
+                    source, evaluator=evaluator, device=device, dtype=dtype, **options
+                )
             except AdapterError as e:
                 raise ProbeInputError(str(e)) from None
             name = shipped_name(source)
