@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from probes.adapters.families import families
+
 
 def tiny_checkpoint(
     path: str | Path,
@@ -56,8 +58,8 @@ def tiny_checkpoint(
     return Path(path)
 
 
-TRANSFORMERS_FAMILIES = ("gpt2", "llama", "mistral", "gemma3")
-RECURRENT_FAMILIES = ("mamba", "rwkv")
+TRANSFORMERS_FAMILIES = families(tiny_fixture=True, recurrent=False)
+RECURRENT_FAMILIES = families(tiny_fixture=True, recurrent=True)
 
 
 def tiny_transformers(

@@ -11,11 +11,11 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from probes.adapters.families import RECURRENT
 from probes.api.errors import ModelDirError
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
 GGUF_MAGIC = b"GGUF"
-RECURRENT = ("mamba", "mamba2", "falcon_mamba", "rwkv")
 MAX_HEADER_BYTES = 100 << 20  # a safetensors header (the safetensors library's own limit)
 # A config claiming more than this many times the parameters its weights hold is refused
 # (packed quantized weights store several values per element: 8 for 4-bit values in int32).

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from probes.adapters.base import DTYPES
+from probes.adapters.families import RECURRENT
 from probes.adapters.hf import (
     DEFAULT_EVALUATOR,
     DEFAULT_SINKS,
@@ -26,7 +27,6 @@ from probes.adapters.hf import (
     sliding_window_of,
 )
 from probes.adapters.hf_dir import (
-    RECURRENT,
     config_size,
     gguf_file,
     read_config,

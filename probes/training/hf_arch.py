@@ -40,8 +40,10 @@ from typing import Any
 import torch
 from torch import nn
 
-ATTENTION_FAMILIES = ("llama", "mistral")
-RECURRENT_FAMILIES = ("mamba", "mamba2", "rwkv")
+from probes.adapters.families import families
+
+ATTENTION_FAMILIES = families(trainable=True, recurrent=False)
+RECURRENT_FAMILIES = families(trainable=True, recurrent=True)
 FAMILIES = ATTENTION_FAMILIES + RECURRENT_FAMILIES
 FAMILY_KEYS = {
     "llama": ("rope_theta",),

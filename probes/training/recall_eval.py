@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from probes.adapters.families import RECURRENT
 from synth import rng as rnd
 from synth.example import Example
 from synth.generate import MIN_DISTANCE, make_example
@@ -163,7 +164,6 @@ def loss_model(model: Any, model_id: str) -> Any:
         from probes.adapters.txl import wrap
 
         return wrap(model, model_id=model_id, path="<in training>")
-    from probes.adapters.hf_dir import RECURRENT
     from probes.adapters.hf_load import wrap as wrap_hf
 
     raw = lm.config.to_dict()
