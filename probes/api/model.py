@@ -6,8 +6,12 @@
 Given token ids, doc ids (padding −1), the positions to score and an evaluation geometry, a
 `LossModel` returns `TokenScores`. Scoring only the requested positions matters: the recompute
 evaluator costs a whole window per scored token. Adapters for Transformer-XL live in
-`probes.adapters.txl`; a new kind of model (an external LM) needs only this protocol, and goes through
-`probes.run(probe, model=<the LossModel>)` like a checkpoint does:
+`probes.adapters.txl`; a new kind of model (an external LM) needs only this protocol, and goes
+through `probes.run(probe, model=<the LossModel>)` like a checkpoint does (a new kind of model
+file is registered with `probes.api.kinds.register_model_kind`).
+
+Every member the code reads off a model is listed below, with who reads it;
+tests/test_api_model_capabilities.py fails when one is read but not listed here. Required:
 
 - `info: ModelInfo` — what is recorded (id, sha256, n_layer, training geometry, `vocab_size`);
 - `tokenizer: dict | None` — the tokenizer JSON the model reads (a synth language's JSON; the
@@ -36,6 +40,22 @@ Optional capabilities, used when present:
   RECL and the speed comparison need it (`score_truncated` says so when a model lacks it).
 - `max_window() -> int | None`: the longest `window` that `score_window` takes (a model's
   position table), None for no limit (`window_limit`).
+- `check_geometry(geometry)`: ValueError (one line) for an evaluation geometry the model cannot
+  honour (a Transformer-XL option on a transformers model); the runner refuses such a run before
+  it starts (`probes.framework.runner`).
+- `max_row_length(geometry) -> int | None`: the longest row the model can score (learned absolute
+  positions end at the position table), None for no limit; the runner refuses planned texts
+  longer than it, and probes keep their texts below it (`RunContext.length_limits`).
+- `evaluator: str`: the evaluator the model scores with; "state" (a recurrent model scored by
+  its state) makes the boundary probe not applicable (`probes.library.boundary`) and exempts
+  the model from a `--mem` given to the models beside it (`probes.framework.models.carries_state`).
+- `special_tokens: dict`: the bos and eos tokens a model names when no tokenizer directory does
+  (a GGUF file's own), read to choose the token that opens each document
+  (`probes.framework.text.special_tokens`).
+- `tokenizer_origin: str`: where the model's tokenizer came from when it is not a
+  tokenizer.json beside the weights (rebuilt from a GGUF file): recorded as the vocabulary's
+  origin, and a `--tokenizer` given for such a model is not held to the rebuilt JSON's sha256
+  (`probes.framework.text.model_vocabulary`).
 
 This module imports no torch.
 """
