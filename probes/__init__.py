@@ -29,7 +29,7 @@ def run(probe: str, **options: Any):
 
 def __getattr__(name: str):
     if name == "ProbeInputError":
-        from probes.api.probe import ProbeInputError
+        from probes.api.probe_base import ProbeInputError
 
         return ProbeInputError
     raise AttributeError(f"module 'probes' has no attribute {name!r}")

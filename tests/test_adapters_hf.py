@@ -210,7 +210,7 @@ def test_a_directory_that_is_not_a_usable_model_is_refused_naming_the_path(dirs,
 
 
 def test_the_transformer_xl_cache_option_is_refused_for_a_transformers_model(dirs):
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.models import ModelCache
 
     with pytest.raises(ProbeInputError, match="drop --cache"):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from probes.api import kinds
-from probes.api.probe import ProbeInputError
+from probes.api.probe_base import ProbeInputError
 from probes.framework.models import ModelCache, model_source
 
 

@@ -93,7 +93,7 @@ def test_the_transformer_xl_lower_bound_holds_for_every_shipped_checkpoint():
 
 
 def test_a_gguf_file_is_a_model_source_with_or_without_hf_prefix(tmp_path):
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.models import model_source
 
     f = tmp_path / "m.gguf"

@@ -14,7 +14,7 @@ import probes
 from probes.adapters.planted import PlantedModel
 from probes.api import params as pm
 from probes.api.model import horizon
-from probes.api.probe import RunContext
+from probes.api.probe_base import RunContext
 from probes.cli.main import cli
 from probes.library.boundary import Boundary
 from probes.testing import tiny_checkpoint

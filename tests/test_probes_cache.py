@@ -12,7 +12,7 @@ import probes
 from probes.adapters import txl as adapters
 from probes.api.errors import AdapterError
 from probes.api.model import geometry
-from probes.api.probe import ProbeInputError
+from probes.api.probe_base import ProbeInputError
 from probes.testing import tiny_checkpoint
 from txl.checkpoint import save_checkpoint
 from txl.config import TXLConfig

@@ -15,7 +15,7 @@ import probes
 from probes.adapters.planted import PlantedModel
 from probes.api import params as pm
 from probes.api.model import horizon, score_rows
-from probes.api.probe import RunContext
+from probes.api.probe_base import RunContext
 from probes.cli.main import cli
 from probes.library.context_ablation import ABLATIONS, ContextAblation
 from synth.language import Language

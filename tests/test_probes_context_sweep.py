@@ -13,7 +13,7 @@ from probes.adapters import txl as adapters
 from probes.adapters.planted import PlantedModel
 from probes.api import params as pm
 from probes.api.model import geometry, horizon
-from probes.api.probe import RunContext
+from probes.api.probe_base import RunContext
 from probes.cli.main import cli
 from probes.library.context_sweep import ContextSweep, effective_context
 from probes.testing import tiny_checkpoint
@@ -123,7 +123,7 @@ class _Positions(PlantedModel):
 
 
 def test_the_opening_token_takes_a_position_of_the_window():
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
 
     m = _Positions(tgt_len=16, mem_len=48, sigma=0.2, copy=3.0)
     g = m.default_geometry()

@@ -5,7 +5,7 @@ directory exists (exit 2), never placed beyond it."""
 import pytest
 
 import probes
-from probes.api.probe import ProbeInputError
+from probes.api.probe_base import ProbeInputError
 
 
 @pytest.mark.parametrize("mem", [48, 64, 200])

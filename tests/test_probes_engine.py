@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import probes
 from probes.adapters import txl as adapters
 from probes.api.model import LossModel, geometry, horizon
-from probes.api.probe import RunContext
+from probes.api.probe_base import RunContext
 from probes.engine.paired import Job, PairedProbe
 from probes.testing import tiny_checkpoint
 

@@ -12,7 +12,7 @@ import probes
 from probes.adapters.planted import PlantedModel
 from probes.api import params as pm
 from probes.api.model import horizon
-from probes.api.probe import RunContext
+from probes.api.probe_base import RunContext
 from probes.library.fact_update import FactUpdate
 from probes.testing import tiny_checkpoint
 from synth.language import Language

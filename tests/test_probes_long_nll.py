@@ -51,7 +51,7 @@ def test_a_cut_context_costs_exactly_where_fewer_tokens_are_visible():
     text's first tokens do."""
     from probes.api import params as pm
     from probes.api.model import horizon
-    from probes.api.probe import RunContext
+    from probes.api.probe_base import RunContext
     from probes.library.long_nll import LongNLL
     from synth.language import Language
 

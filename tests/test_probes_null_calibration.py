@@ -16,7 +16,7 @@ from probes import stats
 from probes.adapters.planted import PlantedModel
 from probes.api import params as pm
 from probes.api.model import horizon
-from probes.api.probe import RunContext
+from probes.api.probe_base import RunContext
 from probes.engine.paired import Job
 from probes.library.fact_update import FactUpdate
 from synth.example import Pair

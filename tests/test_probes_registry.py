@@ -109,7 +109,7 @@ def test_probe_from_a_file(tmp_path):
         textwrap.dedent(
             '''
             from dataclasses import dataclass
-            from probes.api.probe import Probe
+            from probes.api.probe_base import Probe
             from probes.api.params import param
             from probes.api.registry import probe
 

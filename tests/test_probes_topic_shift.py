@@ -9,7 +9,7 @@ import probes
 from probes.adapters.planted import PlantedModel
 from probes.api import params as pm
 from probes.api.model import horizon
-from probes.api.probe import RunContext
+from probes.api.probe_base import RunContext
 from probes.library.topic_shift import TopicShift
 from probes.testing import tiny_checkpoint
 from synth.language import Language

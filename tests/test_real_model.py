@@ -229,7 +229,7 @@ def test_under_reset_document_b_is_independent_of_as_content(
 
 
 def test_the_opening_token_is_the_models_bos_unless_told(full):
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.text import model_vocabulary
 
     auto = model_vocabulary(full, None, "smollm2")

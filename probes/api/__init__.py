@@ -1,3 +1,61 @@
-"""The contract of probe and model authors: what a probe is and how it is registered
-(`probe`, `Probe`, `RunContext`, `Outcome`), its declared parameters and table columns, and the
-`LossModel` door through which every probe reaches a model."""
+"""The contract of probe and model authors, the one package either imports:
+
+- a probe: `Probe` (what a probe is: `plan`, then `execute` on a `RunContext`, giving an
+  `Outcome`), `probe` (its registration), `param` / `increasing_ints` (its declared options),
+  `Column` and the column sets (its table), `signed` / `effect_row` (its diagnose rows), and the
+  errors that refuse a run (`ProbeInputError`, `ProbeNotApplicable`);
+- a model: `LossModel` (the door every probe scores through, and every capability it looks for),
+  `Horizon` (what a scored token can see), `AdapterError`, and `register_model_kind` for a new
+  kind of model file.
+
+Names are imported on first use, so `import probes.api` loads neither numpy nor torch (`probe
+--help` stays fast). Paired probes build on `probes.engine.paired.PairedProbe` and its `Job`."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name → the module of probes.api that defines it
+_WHERE = {
+    "Probe": "probe_base",
+    "RunContext": "probe_base",
+    "Outcome": "probe_base",
+    "ProbeInputError": "probe_base",
+    "ProbeNotApplicable": "probe_base",
+    "probe": "registry",
+    "RegistryError": "registry",
+    "param": "params",
+    "increasing_ints": "params",
+    "ParamError": "params",
+    "Column": "declarations",
+    "DISTANCE": "declarations",
+    "STATS": "declarations",
+    "ACCURACY": "declarations",
+    "CONTRAST": "declarations",
+    "REACH": "declarations",
+    "PAIRED": "declarations",
+    "signed": "declarations",
+    "effect_row": "declarations",
+    "LossModel": "model",
+    "ModelInfo": "model",
+    "TokenScores": "model",
+    "Horizon": "horizon",
+    "AdapterError": "errors",
+    "ModelDirError": "errors",
+    "register_model_kind": "kinds",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'probes.api' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"probes.api.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

@@ -70,7 +70,7 @@ def diagnose_command(
     table (a row per effect, a column per model), one plot (diagnose_models.png) and one run
     directory <out>/diagnose/<id1>+<id2>+…/; RECL runs once with the models as its group.
     """
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.diagnose import diagnose
     from probes.framework.diagnose_models import diagnose_models
     from probes.framework.models import split_models
@@ -97,7 +97,7 @@ def diagnose_command(
 
 def _resume(path: str, threads: int | None, progress):
     """`--resume RUN_DIR`: the recorded options, refusing any other given (but --threads)."""
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.diagnose import diagnose, resumed_options
 
     ctx = click.get_current_context()

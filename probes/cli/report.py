@@ -82,7 +82,7 @@ def rerun_command(
     run_dir: str, out: str | None, as_json: bool, quiet: bool, allow_file_probes: bool
 ) -> None:
     """Repeat a run from its run.json and say whether the numbers match (exit 1 if not)."""
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.progress import Progress
     from probes.framework.rerun import rerun
     from probes.framework.results import RunDirError

@@ -85,7 +85,7 @@ def _keep_blocks(text: str) -> str:
 
 
 def _run(spec: str, values: dict, *, as_json: bool, quiet: bool) -> None:
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.progress import Progress
     from probes.framework.ranks import Ranks
     from probes.framework.runner import run

@@ -71,7 +71,7 @@ def train_compare_command(
 
 def _resolve(name: str) -> str:
     """A shipped model's name (`default`) stands for its directory; anything else is a path."""
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.models import resolve_model_path
 
     try:

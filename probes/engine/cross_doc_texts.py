@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from probes.api.probe import ProbeInputError, RunContext
+from probes.api.probe_base import ProbeInputError, RunContext
 
 B_LEAD = 8  # filler tokens between B's <eod> and its fact (at least --first)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from probes.api.params import param
-from probes.api.probe import ProbeInputError, RunContext
+from probes.api.probe_base import ProbeInputError, RunContext
 from probes.engine.distance_bins import auto_bins, check_ranges, parse_ranges
 from probes.engine.paired import Job
 

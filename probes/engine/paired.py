@@ -40,7 +40,7 @@ import numpy as np
 
 from probes.api.horizon import REACH_LABELS, UNBOUNDED, doc_starts
 from probes.api.model import score_rows, tolerance
-from probes.api.probe import Outcome, Probe, RunContext
+from probes.api.probe_base import Outcome, Probe, RunContext
 from probes.engine import checks, summary
 from probes.engine.rows import Rows, first_difference, score_batches
 from probes.stats import signed_effect, verdict_counts

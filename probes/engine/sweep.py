@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from probes.api.params import increasing_ints
-from probes.api.probe import ProbeInputError, RunContext
+from probes.api.probe_base import ProbeInputError, RunContext
 
 MIN_FACT_DISTANCE = 8
 CONTEXTS_HELP = (

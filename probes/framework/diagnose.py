@@ -89,7 +89,7 @@ def _options(skip, values: dict[str, Any]):
     """What both diagnose modes check first: --skip, the run options and --out."""
     from probes.api import params as params_mod
     from probes.api import registry
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.options import RunOptions
     from probes.framework.ranks import Ranks
     from probes.framework.results import RunDirError, check_writable
@@ -132,7 +132,7 @@ def _prepare(classes, skip, columns: list, group: list, opts, progress, argv, di
     (a diagnosed model), the group probe once on `group`; `distance` (--distance) goes to every
     probe with distance bins. Returns (runs, skipped, the models of the columns a probe did not
     apply to)."""
-    from probes.api.probe import ProbeInputError, ProbeNotApplicable
+    from probes.api.probe_base import ProbeInputError, ProbeNotApplicable
     from probes.framework import runner
     from probes.framework.models import ModelCache, model_name
 
@@ -323,7 +323,7 @@ def resumed_options(path: Path) -> dict[str, Any]:
     """The options of an unfinished diagnose run directory (its run.json), to finish it with
     `diagnose(resume=path, **options)`. ProbeInputError (one line) when it is not a diagnose
     run, a process still runs in it, or it finished."""
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.results import read_json, status
     from txl.files import FileRefused
 
@@ -388,7 +388,7 @@ def _reopen(path: Path, record: dict):
     """The run directory of a resumed diagnose, its run.json `record` keeping when it started
     and adding when it resumed; ProbeInputError when its models are not the files it began
     with."""
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.results import RunDir, read_json
 
     before = read_json(path / "run.json")
@@ -405,7 +405,7 @@ def _reopen(path: Path, record: dict):
 
 
 def _create(opts, model_id: str):
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.results import RunDir, RunDirError
 
     try:

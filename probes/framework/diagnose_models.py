@@ -81,7 +81,7 @@ def diagnose_models(
     `checks` (model id → probe → …; the group run under every member), `geometry` (model id →
     geometry), `passed`, `skipped`, `elapsed_s`, `row_docs`; the plot `diagnose_models.png`."""
     from probes.api.model import geometry as geometry_of
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.models import is_loss_model, model_name, model_source, split_models
 
     t0 = time.perf_counter()

@@ -12,7 +12,7 @@ from typing import Any
 
 from probes.api import kinds
 from probes.api.errors import AdapterError, ModelDirError
-from probes.api.probe import ProbeInputError
+from probes.api.probe_base import ProbeInputError
 from txl import files
 
 PACKAGE_MODELS = Path(__file__).resolve().parent.parent / "models"

@@ -70,7 +70,7 @@ def rerun(
     Raises ProbeInputError (one line) for a directory that cannot be repeated. A run.json that
     names a probe file (`path/to/file.py:Class`) is refused unless `allow_file_probes`: importing
     it runs its code, and a run directory may come from anyone."""
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.options import RunOptions
 
     out = RunOptions.out if out is None else out  # never run.json's: it may come from anyone
@@ -164,7 +164,7 @@ def _local_models(model: Any, record: dict) -> Any:
     """The recorded model(s), each as something this installation can load: a path that exists
     here or a shipped name stays; a missing path becomes the shipped model whose weights have
     the recorded sha256; with none, ProbeInputError (one line)."""
-    from probes.api.probe import ProbeInputError
+    from probes.api.probe_base import ProbeInputError
     from probes.framework.models import PACKAGE_MODELS, shipped_by_sha256
 
     names = model if isinstance(model, list) else [model]

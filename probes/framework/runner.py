@@ -28,7 +28,7 @@ from typing import Any
 from probes.api import params as params_mod
 from probes.api import registry
 from probes.api.errors import AdapterError
-from probes.api.probe import ProbeInputError, ProbeNotApplicable, RunContext
+from probes.api.probe_base import ProbeInputError, ProbeNotApplicable, RunContext
 from probes.framework.models import ModelCache, model_name, model_sources
 from probes.framework.options import RunOptions
 from probes.framework.progress import Progress

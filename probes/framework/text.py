@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probes.api.probe import ProbeInputError, ProbeNotApplicable
+from probes.api.probe_base import ProbeInputError, ProbeNotApplicable
 
 # memory per byte of haystack text (its words, their token counts): 28–30 measured on 10.5 MB
 # of prose with a 512-token BPE (the pieces encoded a chunk at a time), with a margin

@@ -60,7 +60,7 @@ from probes import stats
 from probes.api.declarations import STATS, Column, signed
 from probes.api.model import tolerance
 from probes.api.params import param
-from probes.api.probe import Outcome, Probe, ProbeNotApplicable, RunContext
+from probes.api.probe_base import Outcome, Probe, ProbeNotApplicable, RunContext
 from probes.api.registry import probe
 from probes.engine.checks import note, zero_check
 

@@ -53,7 +53,7 @@ from probes import stats
 from probes.api.declarations import Column, effect_row
 from probes.api.model import window_limit
 from probes.api.params import param
-from probes.api.probe import Outcome, Probe, ProbeInputError, RunContext
+from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
 from probes.engine import bootstrap
 from probes.engine.sweep import CONTEXTS_HELP, check_contexts, parse_contexts

@@ -71,7 +71,7 @@ from probes.api.declarations import DISTANCE, REACH, STATS, Column, signed
 from probes.api.horizon import classify
 from probes.api.model import reset_moves_positions, score_rows, tolerance
 from probes.api.params import param
-from probes.api.probe import Outcome, Probe, ProbeInputError, RunContext
+from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
 from probes.engine.checks import note, zero_check
 from probes.engine.cross_doc_texts import B_LEAD, TextShape, bridged_draw, pair_arrays

@@ -40,7 +40,7 @@ import numpy as np
 
 from probes.api.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
 from probes.api.params import increasing_ints, param
-from probes.api.probe import Outcome, ProbeInputError, RunContext
+from probes.api.probe_base import Outcome, ProbeInputError, RunContext
 from probes.api.registry import probe
 from probes.engine.distance_bins import parse_ranges
 from probes.engine.fact_pairs import (

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from probes.api.declarations import PAIRED
 from probes.api.params import param
-from probes.api.probe import RunContext
+from probes.api.probe_base import RunContext
 from probes.api.registry import probe
 from probes.engine.fact_pairs import FactParams, plan_by_distance
 from probes.engine.paired import PairedProbe
@@ -65,7 +65,7 @@ class FactDelete(PairedProbe):
     delta_doc = "mean over answer tokens of NLL(variant: fact deleted) − NLL(base), nats"
 
     def plan(self, ctx: RunContext) -> None:
-        from probes.api.probe import ProbeInputError
+        from probes.api.probe_base import ProbeInputError
         from synth.edits import delete
         from synth.text.facts import delete_fact
 

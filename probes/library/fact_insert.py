@@ -32,7 +32,7 @@ from typing import ClassVar
 
 from probes.api.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
 from probes.api.params import increasing_ints, param
-from probes.api.probe import Outcome, RunContext
+from probes.api.probe_base import Outcome, RunContext
 from probes.api.registry import probe
 from probes.engine.fact_pairs import (
     DistanceParams,

@@ -46,7 +46,7 @@ import numpy as np
 from probes import stats
 from probes.api.declarations import PAIRED, Column, signed
 from probes.api.horizon import WITHIN_HORIZON
-from probes.api.probe import RunContext
+from probes.api.probe_base import RunContext
 from probes.api.registry import probe
 from probes.engine.fact_pairs import (
     FactParams,
@@ -138,7 +138,7 @@ class FactRebind(PairedProbe):
     def _text_variants(self, ctx: RunContext, rng, b: int, d: int, lead: int, base_id: int):
         """A real-text base at distance `d` and its three jobs, or None when its variants do not
         all stay aligned with it."""
-        from probes.api.probe import ProbeInputError
+        from probes.api.probe_base import ProbeInputError
         from synth.text.facts import delete_fact, fact_text, rebind_entity, swap_value
         from synth.text.render import Misaligned
 

@@ -33,7 +33,7 @@ uses 6 pairs per bin (a smoke run: MDD ≈ 1.9 sd).
 from __future__ import annotations
 
 from probes.api.declarations import PAIRED, signed
-from probes.api.probe import RunContext
+from probes.api.probe_base import RunContext
 from probes.api.registry import probe
 from probes.engine.fact_pairs import FactParams, plan_by_distance
 from probes.engine.paired import PairedProbe

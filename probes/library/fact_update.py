@@ -39,7 +39,7 @@ import numpy as np
 from probes import stats
 from probes.api.declarations import PAIRED, Column, signed
 from probes.api.params import param
-from probes.api.probe import ProbeInputError, RunContext
+from probes.api.probe_base import ProbeInputError, RunContext
 from probes.api.registry import probe
 from probes.engine.distance_bins import auto_bins, parse_ranges
 from probes.engine.fact_pairs import (

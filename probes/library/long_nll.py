@@ -41,7 +41,7 @@ import numpy as np
 from probes import stats
 from probes.api.declarations import Column
 from probes.api.params import param
-from probes.api.probe import Outcome, Probe, ProbeInputError, RunContext
+from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
 
 BANDS_MAX = 16  # bands shown; later positions fall in the last one

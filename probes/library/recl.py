@@ -47,7 +47,7 @@ import numpy as np
 
 from probes.api.declarations import Column, effect_row
 from probes.api.params import param
-from probes.api.probe import Outcome, Probe, ProbeNotApplicable, RunContext
+from probes.api.probe_base import Outcome, Probe, ProbeNotApplicable, RunContext
 from probes.api.registry import probe
 from probes.engine import bootstrap
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from probes.api.declarations import Column
 from probes.api.params import increasing_ints, param
-from probes.api.probe import Outcome, Probe, ProbeInputError, RunContext
+from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
 
 LENGTHS_HELP = (

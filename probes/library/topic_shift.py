@@ -50,7 +50,7 @@ from probes.api.declarations import (
     signed,
 )
 from probes.api.params import param
-from probes.api.probe import ProbeInputError, RunContext
+from probes.api.probe_base import ProbeInputError, RunContext
 from probes.api.registry import probe
 from probes.engine.fact_pairs import distance_bins, distance_param, draws_per_bin
 from probes.engine.paired import Job, PairedProbe
