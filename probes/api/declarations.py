@@ -68,7 +68,7 @@ def effect_row(
     give the fields one by one (lengths such as RECL, which have no paired test). A row with a
     paired test and the probe's `margin` gets a verdict word (probes.stats.verdict); a row
     without one gets none."""
-    from probes.stats import verdict
+    from probes.stats import verdict  # lazy: numpy
 
     if stat is not None:
         value, ci95, p_value, n = stat["mean"], stat["ci95"], stat["p_value"], stat["n"]

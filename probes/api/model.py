@@ -122,9 +122,7 @@ class LossModel(Protocol):
 def geometry(model: LossModel, **overrides: Any) -> Any:
     """The model's default geometry with the given fields replaced (None keeps the default).
     Raises ValueError (one line, from txl.geometry.Geometry) for an impossible geometry."""
-    from dataclasses import replace
-
-    return replace(
+    return dataclasses.replace(
         model.default_geometry(), **{k: v for k, v in overrides.items() if v is not None}
     )
 

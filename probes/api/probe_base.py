@@ -37,6 +37,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from probes.api.declarations import effect_row
+from synth import rng as rnd
+
 
 class ProbeInputError(ValueError):
     """Bad input found while planning a run (exit 2); the message is one line."""
@@ -124,8 +127,6 @@ class RunContext:
     def rng(self, *path: int | str):
         """A generator for this run's seed in the "probe" namespace, one stream per `path`
         (so each group's pairs do not depend on how many other groups there are)."""
-        from synth import rng as rnd
-
         ss = rnd.seed_sequence(self.seed, "probe")
         keys = [abs(rnd.key(p)) for p in path]
         return rnd.make_rng(np.random.SeedSequence([*ss.entropy, *keys]))
@@ -219,8 +220,6 @@ class Probe:
     def effect(cls, effect: str, metric: str, measure: str, stat=None, **fields) -> dict:
         """A diagnose row of this probe, in its unit, judged against its margin
         (`declarations.effect_row`)."""
-        from probes.api.declarations import effect_row
-
         return effect_row(
             effect, cls.name, metric, cls.margin_unit, measure, stat, margin=cls.margin, **fields
         )

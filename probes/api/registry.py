@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from txl import files
+
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 LIBRARY_DIR = Path(__file__).resolve().parent.parent / "library"  # the built-in probes
 
@@ -107,8 +109,6 @@ def _decorator_spec(node: ast.ClassDef) -> tuple[str, int, int | None] | None:
 
 def scan_file(path: Path, module: str | None = None) -> list[Entry]:
     """The probes a file declares, read without importing it."""
-    from txl import files
-
     tree = ast.parse(files.read_text(path, "source"), filename=str(path))
     entries = []
     for node in tree.body:
