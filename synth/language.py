@@ -13,7 +13,7 @@ Templates (token offsets are fixed):
 A query's answer follows its entity directly, while a fact's value is two tokens after it: reading a
 fact back needs a lookup keyed on the entity (and attribute), not a copy of the statement's wording.
 (With a separator before the answer, "ENTITY : VALUE", a 2-layer model did not learn to match the
-entity within several thousand steps; README, "The shipped models".)
+entity within several thousand steps; docs/results.md, "The shipped models".)
 
 Values are shared by all attributes (any value can bind to any attribute), half of them one token
 ("amber") and half two tokens ("deep amber"); every value has a *near miss*, another value sharing a

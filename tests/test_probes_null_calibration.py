@@ -71,7 +71,7 @@ def test_verdict_rule_false_positive_rate_on_null_pairs_is_at_most_alpha():
 # model with no effect — heavy-tailed (Cauchy) noise rounded to 0.5 nats (ties), exact zeros
 # wherever a token cannot see the edit — with Holm across the run's bins. The rule's family-wise
 # false-positive rate (runs with any bin called significant) must not be significantly above α;
-# README's "Null calibration" quotes the figures this test prints.
+# docs/user-guide.md's "Null calibration" quotes the figures this test prints.
 NULL_MODEL = "planted:tails=cauchy,quantum=0.5,sigma=1.0,tgt_len=16,mem_len=16,n_layer=1"
 RUNS = 200
 

@@ -26,6 +26,7 @@ from probes.api.params import number_type
 from probes.cli.errors import EXIT_CHECK, EXIT_INTERRUPT, BadInput
 from probes.limits import MAX_THREADS
 from probes.training.job import DEFAULT_OUT
+from probes.training.presets import PRESETS
 
 # Write failures that are this machine's state, not a bug: the disk is full, over quota or
 # read-only (exit 2 with the path; a resumed run continues from the last checkpoint).
@@ -33,7 +34,12 @@ _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 
 
 @click.command("train")
-@click.option("--preset", default=None, help="tiny (default: the shipped model), small, base.")
+@click.option(
+    "--preset",
+    default=None,
+    help=f"One of {', '.join(PRESETS)} (default: tiny, the shipped model; "
+    "docs/user-guide.md, Training).",
+)
 @click.option(
     "--config",
     "config_file",

@@ -45,7 +45,7 @@ METRICS_FILE = "metrics.jsonl"  # = txl.metrics_log.METRICS_FILE (a test pins th
 TIMING_KEYS = frozenset({"elapsed_s", "step_s", "eval_s", "tokens_per_s", "mfu"})
 # The stated tolerance of a retrain with another summation order: the shipped default retrained
 # on 2 threads instead of 1 landed 0.0095 nats off in held-out NLL, 0.0006 in filler NLL and one
-# query off in some 32-query buckets (README, "The shipped models").
+# query off in some 32-query buckets (docs/results.md, "Retraining").
 DEFAULT_NLL_TOL = 0.02  # nats
 DEFAULT_ACC_TOL = 0.07  # absolute; two queries of a 32-query bucket
 

@@ -68,7 +68,7 @@ def _schedule(
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The shipped default model: trains on 2 CPU cores. A memory of 256 makes an evaluation with
-    # --mem 640 a plausible extrapolation. What makes it retrieve (README, "The shipped models"):
+    # --mem 640 a plausible extrapolation. What makes it retrieve (docs/results.md, "The shipped models"):
     # - the language's queries put the answer right after the entity (synth language v2): with
     #   "ENTITY : VALUE" no recipe tried matched the query's entity to its statement;
     # - pre-LN and init std 0.06, not the reference's 0.02 (tuned for d_model 410+): at d_model 128
