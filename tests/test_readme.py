@@ -41,8 +41,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from probes.api import registry
 from probes.cli.main import cli
-from probes.framework import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
