@@ -119,6 +119,17 @@ def declared_columns(summary: dict) -> list:
         ]
 
 
+def coverage(checks: dict[str, dict[str, Any]]) -> str:
+    """One line for people: each check's status and what it covered."""
+    parts = []
+    for name, c in checks.items():
+        status = c.get("status") or ("passed" if c.get("passed", True) else "failed")
+        covered = f" ({c['covered']} {c.get('unit', 'tokens')})" if "covered" in c else ""
+        why = f": {c['why']}" if c.get("why") else ""
+        parts.append(f"{name} {status}{covered}{why}")
+    return "; ".join(parts)
+
+
 def _cell(col, b: dict) -> str:
     return FORMATS[col.format](b, col.key)
 
@@ -171,8 +182,6 @@ def print_summary(summary: dict, out=None) -> None:
     if m.get("bins_cut"):
         c.print(f"bins: {m['bins_cut']}", soft_wrap=True)
     checks = summary.get("checks") or {}
-    from probes.engine.checks import coverage
-
     failed = any(not v.get("passed", True) for v in checks.values())
     line = coverage(checks) if checks else "none (this probe has no self-check)"
     c.print(f"checks: {line}", style="bold red" if failed else None, soft_wrap=True)
