@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from probes.cli.errors import BadInput, emit
+from probes.framework import registry
 
 
 @click.command("report")
@@ -56,10 +59,23 @@ def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
         for s in diagnosed:
             print_table(s)
         return
+    summaries = [with_columns(s) for s in summaries]
     if len(summaries) == 1:
         print_summary(summaries[0])
     else:
         print_side_by_side(summaries, list(run_dirs))
+
+
+def with_columns(summary: dict) -> dict:
+    """A summary with its probe's table columns: a run written before summary.json recorded
+    `columns` gets them from the probe class, when this installation has that probe."""
+    if "columns" in summary:
+        return summary
+    try:
+        columns = registry.get(summary["probe"]).columns
+    except (registry.RegistryError, KeyError, AttributeError):
+        return summary
+    return {**summary, "columns": [dataclasses.asdict(c) for c in columns]}
 
 
 @click.command("rerun")

@@ -347,6 +347,7 @@ def _summary(
         margin=margin_record(cls, ctx),
         elapsed_s=round(p.prepare_s + time.perf_counter() - started, 3),
         plots=plots,
+        columns=[dataclasses.asdict(c) for c in cls.columns],
     )
 
 

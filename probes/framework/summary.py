@@ -37,6 +37,8 @@ class Summary:
     margin: dict[str, Any] = field(default_factory=dict)  # value, unit, source, why
     elapsed_s: float = 0.0
     plots: list[str] = field(default_factory=list)
+    # the probe's bin table (`Probe.columns` as dicts), so a report needs no probe class
+    columns: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 
 def plain_console(**kwargs: Any):
@@ -79,8 +79,8 @@ def _text(x: Any) -> str:
     return "—" if x is None or x == "" else str(x)
 
 
-# How a declared column writes its value (probes.framework.declarations.Column.format); the
-# whole bin is passed for the formats that combine fields.
+# How a declared column writes its value (`TableColumn.format`); the whole bin is passed for
+# the formats that combine fields.
 FORMATS: dict[str, Callable[[dict, str], str]] = {
     "text": lambda b, k: _text(b.get(k)),
     "left": lambda b, k: _text(b.get(k)),
@@ -102,21 +102,28 @@ FORMATS: dict[str, Callable[[dict, str], str]] = {
 }
 
 
-def declared_columns(summary: dict) -> list:
-    """The columns the run's probe declares (`columns`), or, for a probe this installation
-    cannot load, one text column per bin field."""
-    from probes.framework import registry
-    from probes.framework.declarations import Column
+class TableColumn(NamedTuple):
+    """A column of a bin table as summary.json records it (`columns`, the probe's declared
+    Columns): its header, the bin field shown, how it is written (`FORMATS`), and whether it
+    names the bin."""
 
-    try:
-        return list(registry.get(summary["probe"]).columns)
-    except (registry.RegistryError, KeyError, AttributeError):
-        keys = dict.fromkeys(k for b in summary.get("bins") or [] for k in b)
-        return [
-            Column(k, k)
-            for k in keys
-            if not isinstance(next((b[k] for b in summary["bins"] if k in b), None), dict | list)
-        ]
+    header: str
+    key: str
+    format: str = "text"
+    identifies: bool = False
+
+
+def declared_columns(summary: dict) -> list[TableColumn]:
+    """The columns the run's probe declared (summary.json's `columns`), or, for a run that
+    records none, one text column per bin field."""
+    if "columns" in summary:
+        return [TableColumn(**c) for c in summary["columns"]]
+    keys = dict.fromkeys(k for b in summary.get("bins") or [] for k in b)
+    return [
+        TableColumn(k, k)
+        for k in keys
+        if not isinstance(next((b[k] for b in summary["bins"] if k in b), None), dict | list)
+    ]
 
 
 def coverage(checks: dict[str, dict[str, Any]]) -> str:
