@@ -75,7 +75,8 @@ def diagnose_command(
     from probes.framework.models import split_models
     from probes.framework.probe import ProbeInputError
     from probes.framework.progress import Progress
-    from probes.report.diagnose import print_table
+    from probes.report.suite_plots import suite_plot
+    from probes.report.suite_table import print_table
 
     values["model"] = list(values["model"]) or None
     values["haystack"] = list(values["haystack"]) or None
@@ -85,10 +86,17 @@ def diagnose_command(
         if resume is not None:
             summary = _resume(resume, values["threads"], progress)
         elif models is None:
-            summary = diagnose(skip=skip, progress=progress, argv=list(sys.argv), **values)
+            summary = diagnose(
+                skip=skip, progress=progress, argv=list(sys.argv), plot=suite_plot, **values
+            )
         else:
             summary = diagnose_models(
-                split_models(models), skip=skip, progress=progress, argv=list(sys.argv), **values
+                split_models(models),
+                skip=skip,
+                progress=progress,
+                argv=list(sys.argv),
+                plot=suite_plot,
+                **values,
             )
     except ProbeInputError as e:
         raise BadInput(str(e)) from None
@@ -99,6 +107,7 @@ def _resume(path: str, threads: int | None, progress):
     """`--resume RUN_DIR`: the recorded options, refusing any other given (but --threads)."""
     from probes.framework.diagnose import diagnose, resumed_options
     from probes.framework.probe import ProbeInputError
+    from probes.report.suite_plots import suite_plot
 
     ctx = click.get_current_context()
     given = [
@@ -116,7 +125,9 @@ def _resume(path: str, threads: int | None, progress):
     if threads is not None:
         values["threads"] = threads
     skip = values.pop("skip")
-    return diagnose(skip=skip, progress=progress, argv=list(sys.argv), resume=path, **values)
+    return diagnose(
+        skip=skip, progress=progress, argv=list(sys.argv), resume=path, plot=suite_plot, **values
+    )
 
 
 diagnose_command.params.extend(

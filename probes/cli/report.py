@@ -52,7 +52,7 @@ def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
 
     diagnosed = [s for s in summaries if s.get("command") == "diagnose"]
     if diagnosed:  # `probe diagnose` run directories: their table, one after the other
-        from probes.report.diagnose import print_table
+        from probes.report.suite_table import print_table
 
         if len(diagnosed) != len(summaries):
             raise BadInput("give either probe runs or diagnose runs to compare, not both")
@@ -102,6 +102,7 @@ def rerun_command(
     from probes.framework.progress import Progress
     from probes.framework.rerun import rerun
     from probes.framework.results import RunDirError
+    from probes.report.suite_plots import suite_plot
 
     try:
         result = rerun(
@@ -109,6 +110,7 @@ def rerun_command(
             out=out,
             progress=Progress.auto(quiet or as_json),
             allow_file_probes=allow_file_probes,
+            plot=suite_plot,
         )
     except (ProbeInputError, RunDirError) as e:
         raise BadInput(str(e)) from None

@@ -13,7 +13,8 @@ Every probe is prepared first — inputs checked, each model loaded once, pairs 
 
 Everything lands in one run directory, `<out>/diagnose/<model-id>/<UTC-time>-<8 hex>/`:
 `run.json` (provenance, options, the models), `summary.json` (the table's rows, every sub-run's
-verdict and checks, relative paths), `diagnose.png` (the rows in nats as a forest plot), and
+verdict and checks, relative paths), the figure its caller draws (`probe diagnose`: `diagnose.png`, the rows in nats as a forest
+plot), and
 `runs/<probe>/<model-id>/<run>/` — each probe's complete run directory. Exit code 1 when a probe
 failed its own check.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -420,13 +422,16 @@ def diagnose(
     progress: Any = None,
     argv: list[str] | None = None,
     resume: str | Path | None = None,
+    plot: Callable[[Path, dict], str | None] | None = None,
     **values: Any,
 ) -> dict[str, Any]:
     """Run the suite and return the summary (also written to the run directory). `values`: the
     run options of `OPTIONS`, and `distance`: the distance bins of every probe that has them
     (None: each probe's auto bins). `resume`: an unfinished diagnose run directory, given with
     its own options (`resumed_options`): the suite runs into it again, and every probe run it
-    already finished is kept (a long real-model diagnose survives an interruption).
+    already finished is kept (a long real-model diagnose survives an interruption). `plot`
+    draws the summary's figure into the run directory and returns its file name, which the
+    summary lists (the CLI passes `probes.report.suite_plots.suite_plot`).
 
     Every probe is prepared (inputs checked, model loaded once, pairs planned) before the run
     directory is created: bad input raises ProbeInputError and leaves nothing behind."""
@@ -471,7 +476,5 @@ def diagnose(
             "skipped": skipped,
             "run_dir": str(run_dir.path),
         }
-        from probes.report.diagnose import forest_plot
-
-        plot = forest_plot(run_dir.path / "diagnose.png", rows, lm.info.id, geometry)
-        return _close(run_dir, record, summary, runs, t0, plot)
+        drawn = plot(run_dir.path, summary) if plot is not None else None
+        return _close(run_dir, record, summary, runs, t0, drawn)

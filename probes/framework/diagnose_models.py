@@ -2,13 +2,14 @@
 models side by side: every non-group probe once per model, the group probe once with the models
 as its group, each model's row of it read from that one run (`member_view`). One run directory,
 `<out>/diagnose/<id1>+<id2>+…/<UTC-time>-<8 hex>/` (`dir_name` shortens long lists), with
-`diagnose_models.png`; summary.json matches the models' rows by probe and effect (`effects`).
+the figure its caller draws (`probe diagnose`: `diagnose_models.png`); summary.json matches the models' rows by probe and effect (`effects`).
 Every step is the single-model suite's own.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,7 @@ def diagnose_models(
     skip: tuple[str, ...] | list[str] = (),
     progress: Any = None,
     argv: list[str] | None = None,
+    plot: Callable[[Path, dict], str | None] | None = None,
     **values: Any,
 ) -> dict[str, Any]:
     """`probe diagnose --models A,B,…`: the suite on each model, side by side. `models`: two or
@@ -79,7 +81,8 @@ def diagnose_models(
     (`dir_name`), so bad input raises ProbeInputError and leaves nothing behind. The summary:
     `models` (id, path, sha256, in order), `effects` (`effects`), `runs`, `verdicts` and
     `checks` (model id → probe → …; the group run under every member), `geometry` (model id →
-    geometry), `passed`, `skipped`, `elapsed_s`, `row_docs`; the plot `diagnose_models.png`."""
+    geometry), `passed`, `skipped`, `elapsed_s`, `row_docs`, `plots` (what `plot` drew, as in
+    `diagnose`)."""
     from probes.framework.models import is_loss_model, model_name, model_source, split_models
     from probes.framework.probe import ProbeInputError
     from probes.protocol import geometry as geometry_of
@@ -161,7 +164,5 @@ def diagnose_models(
             "skipped": skipped,
             "run_dir": str(run_dir.path),
         }
-        from probes.report.diagnose import models_plot
-
-        plot = models_plot(run_dir.path / "diagnose_models.png", summary)
-        return _close(run_dir, record, summary, runs, t0, plot)
+        drawn = plot(run_dir.path, summary) if plot is not None else None
+        return _close(run_dir, record, summary, runs, t0, drawn)
