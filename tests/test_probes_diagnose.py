@@ -71,6 +71,11 @@ def test_json_is_one_document_with_every_row_and_one_run_directory(models, tmp_p
     for probe, rel in doc["runs"].items():
         sub = run_dir / rel
         assert (sub / "summary.json").is_file() and sub.parts[-3] == probe
+        # each run records its own rows (a group run's by member), and the table is theirs
+        recorded = json.loads((sub / "summary.json").read_text())["diagnose_rows"]
+        if isinstance(recorded, dict):
+            recorded = recorded[doc["model"]["id"]]
+        assert recorded == [row for row in doc["rows"] if row["probe"] == probe]
     run = json.loads((run_dir / "run.json").read_text())
     assert run["status"] == "complete" and len(run["group"]) == 2
     assert json.loads((run_dir / "summary.json").read_text())["rows"] == doc["rows"]

@@ -77,12 +77,6 @@ class _Run:
         return self.column is None or self.column == column
 
 
-def member_view(summary: dict, member: dict) -> dict:
-    """A model's view of a group run: its summary with `model` set to that member ({id, path,
-    sha256}), which is what a group probe's `diagnose_rows` reads to give that member's rows."""
-    return {**summary, "model": member}
-
-
 def _ident(info: Any) -> dict[str, str]:
     return {"id": info.id, "path": info.path, "sha256": info.sha256}
 
@@ -354,15 +348,21 @@ def resumed_options(path: Path) -> dict[str, Any]:
 
 
 def _rows(runs: list[_Run], column: int, member: dict) -> list[dict]:
-    """A column's rows in suite order; the group run's as `member` sees it."""
-    return [
-        row
-        for r in runs
-        if r.serves(column)
-        for row in r.plan.cls.diagnose_rows(
-            r.summary if r.column is not None else member_view(r.summary, member)
-        )
-    ]
+    """A column's rows in suite order; the group run's as `member` sees it. Each run's summary
+    records its rows (`diagnose_rows`); a run written before it did gives them from its class."""
+    from probes.framework.summary import member_view  # lazy: numpy (OPTIONS is on --help)
+
+    out: list[dict] = []
+    for r in runs:
+        if not r.serves(column):
+            continue
+        recorded = r.summary.get("diagnose_rows")
+        if recorded is None:
+            view = r.summary if r.column is not None else member_view(r.summary, member)
+            out += r.plan.cls.diagnose_rows(view)
+        else:
+            out += recorded if r.column is not None else recorded[member["id"]]
+    return out
 
 
 def _by_probe(runs: list[_Run], column: int, run_dir: Any) -> dict[str, dict]:
