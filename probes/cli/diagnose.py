@@ -1,5 +1,5 @@
-"""`probe diagnose`: the effects of the cache side by side (probes/framework/diagnose.py does the
-work). Imports nothing heavy at module level: `probe --help` stays instant."""
+"""`probe diagnose`: the effects of the cache side by side (probes/suite/ does the work).
+Imports nothing heavy at module level: `probe --help` stays instant."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from probes.cli.errors import BadInput, emit
-from probes.framework.diagnose import OPTIONS
 from probes.framework.options import RunOptions, output_options
+from probes.suite.plan import OPTIONS
 
 
 @click.command(
@@ -70,13 +70,13 @@ def diagnose_command(
     table (a row per effect, a column per model), one plot (diagnose_models.png) and one run
     directory <out>/diagnose/<id1>+<id2>+…/; RECL runs once with the models as its group.
     """
-    from probes.framework.diagnose import diagnose
-    from probes.framework.diagnose_models import diagnose_models
     from probes.framework.models import split_models
     from probes.framework.probe import ProbeInputError
     from probes.framework.progress import Progress
     from probes.report.suite_plots import suite_plot
     from probes.report.suite_table import print_table
+    from probes.suite.one import diagnose
+    from probes.suite.several import diagnose_models
 
     values["model"] = list(values["model"]) or None
     values["haystack"] = list(values["haystack"]) or None
@@ -105,9 +105,10 @@ def diagnose_command(
 
 def _resume(path: str, threads: int | None, progress):
     """`--resume RUN_DIR`: the recorded options, refusing any other given (but --threads)."""
-    from probes.framework.diagnose import diagnose, resumed_options
     from probes.framework.probe import ProbeInputError
     from probes.report.suite_plots import suite_plot
+    from probes.suite.one import diagnose
+    from probes.suite.store import resumed_options
 
     ctx = click.get_current_context()
     given = [

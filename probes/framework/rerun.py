@@ -89,8 +89,8 @@ def rerun(
         )
     argv = ["probe", "rerun", str(run_dir)]
     if record.get("command") == "diagnose":
-        from probes.framework.diagnose import diagnose
-        from probes.framework.diagnose_models import diagnose_models
+        from probes.suite.one import diagnose
+        from probes.suite.several import diagnose_models
 
         check_shape(Path(run_dir) / "run.json", record, {"options": dict})
         kwargs = dict(record["options"])
