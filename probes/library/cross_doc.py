@@ -67,11 +67,11 @@ from typing import Any, Literal
 import numpy as np
 
 from probes import stats
+from probes.engine.aggregate import by_group, by_reach, family_bins, flat_arrays
 from probes.engine.checks import note, zero_check
 from probes.engine.cross_doc_texts import B_LEAD, TextShape, bridged_draw, pair_arrays
 from probes.engine.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin, row_limit
 from probes.engine.rows import Rows, score_batches
-from probes.engine.summary import by_group, by_reach, family_bins, flat_arrays
 from probes.framework.declarations import DISTANCE, REACH, STATS, Column, signed
 from probes.framework.params import param
 from probes.framework.probe import Outcome, Probe, ProbeInputError, RunContext
