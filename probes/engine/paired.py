@@ -43,6 +43,7 @@ from probes.engine.rows import Rows, first_difference, score_batches
 from probes.framework.probe import Outcome, Probe, RunContext
 from probes.protocol import score_rows, tolerance
 from probes.reach import REACH_LABELS, UNBOUNDED, doc_starts
+from probes.report import plots
 from probes.stats import signed_effect, verdict_counts
 
 # Tokens before the first difference compared by `identical_prefix`: free for a streaming model
@@ -415,8 +416,6 @@ class PairedProbe(Probe):
         return f"inconclusive — no evidence that {self.finding}"
 
     def make_plots(self, ctx: RunContext, outcome: Outcome) -> list:
-        from probes.report import plots
-
         hz = ctx.horizon
         (dmin, dmax), (rmin, rmax) = hz.ranges()
         direct = {"min": dmin, "max": dmax, "mean": (dmin + dmax) / 2}
