@@ -378,3 +378,31 @@ def test_a_resumed_diagnose_picks_up_the_contexts_an_interrupted_sweep_finished(
         return [json.loads(line)["c"] for line in (d / "samples.jsonl").read_text().splitlines()]
 
     assert contexts_sampled(resumed) == contexts_sampled(whole)  # the resumed run is whole
+
+
+def test_rows_come_from_each_run_summary_and_from_the_class_for_older_runs():
+    from types import SimpleNamespace
+
+    from probes.suite.plan import SuiteRun
+    from probes.suite.rows import column_rows
+
+    class Older:  # a run written before summary.json recorded its rows
+        @staticmethod
+        def diagnose_rows(summary):
+            return [{"from": "class", "model": summary["model"]["id"]}]
+
+    plan = SimpleNamespace(cls=Older)
+    runs = [
+        SuiteRun("a", plan, 0, {"model": {"id": "m"}, "diagnose_rows": [{"from": "a"}]}),
+        SuiteRun("b", plan, 1, {"model": {"id": "n"}, "diagnose_rows": [{"from": "b"}]}),
+        SuiteRun("c", plan, 0, {"model": {"id": "m"}}),
+        SuiteRun("g", plan, None, {"model": {"id": "m"}, "diagnose_rows": {
+            "m": [{"from": "g", "model": "m"}], "n": [{"from": "g", "model": "n"}]}}),
+        SuiteRun("h", plan, None, {"model": {"id": "m"}}),
+    ]  # fmt: skip
+    assert column_rows(runs, 1, {"id": "n"}) == [
+        {"from": "b"},
+        {"from": "g", "model": "n"},
+        {"from": "class", "model": "n"},  # the group run as member n sees it
+    ]
+    assert [r["from"] for r in column_rows(runs, 0, {"id": "m"})] == ["a", "class", "g", "class"]
