@@ -69,7 +69,7 @@ class Counter:
 def counted_suite(lm) -> Counter:
     """Run `probe diagnose --haystack default` on `lm` with its forwards counted."""
     from probes.framework import runner
-    from probes.framework.diagnose import diagnose
+    from probes.suite.one import diagnose
 
     counter = Counter()
     execute = runner.execute

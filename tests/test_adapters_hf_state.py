@@ -250,7 +250,7 @@ def test_cli_fact_swap_with_state_on_a_saved_model_keeps_the_json_contract(dirs,
 def diagnose_txl_and_mamba(dirs, tmp_path, probe):
     """`diagnose --models TXL,MAMBA --mem 32 --quick` with one probe of the suite left:
     (its summary, the Transformer-XL's id, the Mamba's)."""
-    from probes.framework.diagnose import suite
+    from probes.suite.plan import suite
     from probes.testing import tiny_checkpoint
 
     txl = tiny_checkpoint(tmp_path / "txl")

@@ -119,7 +119,7 @@ def test_json_contract_and_one_run_directory_with_the_plot(both):
 
 
 def test_table_has_a_column_per_model_in_the_single_model_formats(both):
-    from probes.report.diagnose import print_table
+    from probes.report.suite_table import print_table
 
     buf = io.StringIO()
     print_table(both["models"], out=buf)

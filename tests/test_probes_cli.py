@@ -216,10 +216,23 @@ def test_list_json_and_report_and_rerun(model, tmp_path):
     doc = json.loads(invoke(["report", *dirs, "--json"]).stdout)
     assert sorted(s["geometry"]["mem_len"] for s in doc["runs"]) == [8, 16]
 
+    # a run written before summary.json recorded its table's columns reports the same table,
+    # and its rerun is exact (the columns are output the rerun adds)
+    alone = invoke(["report", dirs[0]]).stdout
+    path = Path(dirs[0]) / "summary.json"
+    recorded = json.loads(path.read_text())
+    assert recorded["columns"][0] == {
+        "header": "distance", "key": "distance_lo", "format": "range", "identifies": True
+    }  # fmt: skip
+    del recorded["columns"]
+    path.write_text(json.dumps(recorded))
+    assert invoke(["report", dirs[0]]).stdout == alone
+
     r = invoke(["rerun", dirs[0], "--json", "--quiet", "--out", str(tmp_path / "again")])
     assert r.exit_code == 0, r.stderr
     res = json.loads(r.stdout)
     assert res["match"] == "exact" and res["differences"] == []
+    assert any("columns" in note for note in res["notes"])
 
 
 @pytest.mark.parametrize("args", [[], ["run"], ["synth"]])

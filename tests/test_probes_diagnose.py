@@ -71,6 +71,11 @@ def test_json_is_one_document_with_every_row_and_one_run_directory(models, tmp_p
     for probe, rel in doc["runs"].items():
         sub = run_dir / rel
         assert (sub / "summary.json").is_file() and sub.parts[-3] == probe
+        # each run records its own rows (a group run's by member), and the table is theirs
+        recorded = json.loads((sub / "summary.json").read_text())["diagnose_rows"]
+        if isinstance(recorded, dict):
+            recorded = recorded[doc["model"]["id"]]
+        assert recorded == [row for row in doc["rows"] if row["probe"] == probe]
     run = json.loads((run_dir / "run.json").read_text())
     assert run["status"] == "complete" and len(run["group"]) == 2
     assert json.loads((run_dir / "summary.json").read_text())["rows"] == doc["rows"]
@@ -373,3 +378,31 @@ def test_a_resumed_diagnose_picks_up_the_contexts_an_interrupted_sweep_finished(
         return [json.loads(line)["c"] for line in (d / "samples.jsonl").read_text().splitlines()]
 
     assert contexts_sampled(resumed) == contexts_sampled(whole)  # the resumed run is whole
+
+
+def test_rows_come_from_each_run_summary_and_from_the_class_for_older_runs():
+    from types import SimpleNamespace
+
+    from probes.suite.plan import SuiteRun
+    from probes.suite.rows import column_rows
+
+    class Older:  # a run written before summary.json recorded its rows
+        @staticmethod
+        def diagnose_rows(summary):
+            return [{"from": "class", "model": summary["model"]["id"]}]
+
+    plan = SimpleNamespace(cls=Older)
+    runs = [
+        SuiteRun("a", plan, 0, {"model": {"id": "m"}, "diagnose_rows": [{"from": "a"}]}),
+        SuiteRun("b", plan, 1, {"model": {"id": "n"}, "diagnose_rows": [{"from": "b"}]}),
+        SuiteRun("c", plan, 0, {"model": {"id": "m"}}),
+        SuiteRun("g", plan, None, {"model": {"id": "m"}, "diagnose_rows": {
+            "m": [{"from": "g", "model": "m"}], "n": [{"from": "g", "model": "n"}]}}),
+        SuiteRun("h", plan, None, {"model": {"id": "m"}}),
+    ]  # fmt: skip
+    assert column_rows(runs, 1, {"id": "n"}) == [
+        {"from": "b"},
+        {"from": "g", "model": "n"},
+        {"from": "class", "model": "n"},  # the group run as member n sees it
+    ]
+    assert [r["from"] for r in column_rows(runs, 0, {"id": "m"})] == ["a", "class", "g", "class"]

@@ -229,7 +229,7 @@ class Probe:
         """This probe's rows in `probe diagnose`, from its summary (`declarations.effect_row`).
         `summary["model"]` is the model diagnosed: for a `model_group` probe under `probe
         diagnose --models`, the one group run's summary with `model` set to each member in turn
-        (`probes.framework.diagnose.member_view`), so the rows are that member's."""
+        (`probes.framework.summary.member_view`), so the rows are that member's."""
         return []
 
     def __init__(self, params: Any):

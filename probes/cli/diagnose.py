@@ -1,5 +1,5 @@
-"""`probe diagnose`: the effects of the cache side by side (probes/framework/diagnose.py does the
-work). Imports nothing heavy at module level: `probe --help` stays instant."""
+"""`probe diagnose`: the effects of the cache side by side (probes/suite/ does the work).
+Imports nothing heavy at module level: `probe --help` stays instant."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from probes.cli.errors import BadInput, emit
-from probes.framework.diagnose import OPTIONS
 from probes.framework.options import RunOptions, output_options
+from probes.suite.plan import OPTIONS
 
 
 @click.command(
@@ -71,11 +71,12 @@ def diagnose_command(
     directory <out>/diagnose/<id1>+<id2>+…/; RECL runs once with the models as its group.
     """
     from probes.api.probe_base import ProbeInputError
-    from probes.framework.diagnose import diagnose
-    from probes.framework.diagnose_models import diagnose_models
     from probes.framework.models import split_models
     from probes.framework.progress import Progress
-    from probes.report.diagnose import print_table
+    from probes.report.suite_plots import suite_plot
+    from probes.report.suite_table import print_table
+    from probes.suite.one import diagnose
+    from probes.suite.several import diagnose_models
 
     values["model"] = list(values["model"]) or None
     values["haystack"] = list(values["haystack"]) or None
@@ -85,10 +86,17 @@ def diagnose_command(
         if resume is not None:
             summary = _resume(resume, values["threads"], progress)
         elif models is None:
-            summary = diagnose(skip=skip, progress=progress, argv=list(sys.argv), **values)
+            summary = diagnose(
+                skip=skip, progress=progress, argv=list(sys.argv), plot=suite_plot, **values
+            )
         else:
             summary = diagnose_models(
-                split_models(models), skip=skip, progress=progress, argv=list(sys.argv), **values
+                split_models(models),
+                skip=skip,
+                progress=progress,
+                argv=list(sys.argv),
+                plot=suite_plot,
+                **values,
             )
     except ProbeInputError as e:
         raise BadInput(str(e)) from None
@@ -98,7 +106,9 @@ def diagnose_command(
 def _resume(path: str, threads: int | None, progress):
     """`--resume RUN_DIR`: the recorded options, refusing any other given (but --threads)."""
     from probes.api.probe_base import ProbeInputError
-    from probes.framework.diagnose import diagnose, resumed_options
+    from probes.report.suite_plots import suite_plot
+    from probes.suite.one import diagnose
+    from probes.suite.store import resumed_options
 
     ctx = click.get_current_context()
     given = [
@@ -116,7 +126,9 @@ def _resume(path: str, threads: int | None, progress):
     if threads is not None:
         values["threads"] = threads
     skip = values.pop("skip")
-    return diagnose(skip=skip, progress=progress, argv=list(sys.argv), resume=path, **values)
+    return diagnose(
+        skip=skip, progress=progress, argv=list(sys.argv), resume=path, plot=suite_plot, **values
+    )
 
 
 diagnose_command.params.extend(

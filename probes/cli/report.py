@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
+from probes.api import registry
 from probes.cli.errors import BadInput, emit
 
 
@@ -49,17 +52,30 @@ def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
 
     diagnosed = [s for s in summaries if s.get("command") == "diagnose"]
     if diagnosed:  # `probe diagnose` run directories: their table, one after the other
-        from probes.report.diagnose import print_table
+        from probes.report.suite_table import print_table
 
         if len(diagnosed) != len(summaries):
             raise BadInput("give either probe runs or diagnose runs to compare, not both")
         for s in diagnosed:
             print_table(s)
         return
+    summaries = [with_columns(s) for s in summaries]
     if len(summaries) == 1:
         print_summary(summaries[0])
     else:
         print_side_by_side(summaries, list(run_dirs))
+
+
+def with_columns(summary: dict) -> dict:
+    """A summary with its probe's table columns: a run written before summary.json recorded
+    `columns` gets them from the probe class, when this installation has that probe."""
+    if "columns" in summary:
+        return summary
+    try:
+        columns = registry.get(summary["probe"]).columns
+    except (registry.RegistryError, KeyError, AttributeError):
+        return summary
+    return {**summary, "columns": [dataclasses.asdict(c) for c in columns]}
 
 
 @click.command("rerun")
@@ -86,6 +102,7 @@ def rerun_command(
     from probes.framework.progress import Progress
     from probes.framework.rerun import rerun
     from probes.framework.results import RunDirError
+    from probes.report.suite_plots import suite_plot
 
     try:
         result = rerun(
@@ -93,6 +110,7 @@ def rerun_command(
             out=out,
             progress=Progress.auto(quiet or as_json),
             allow_file_probes=allow_file_probes,
+            plot=suite_plot,
         )
     except (ProbeInputError, RunDirError) as e:
         raise BadInput(str(e)) from None

@@ -53,14 +53,3 @@ def note(checks: dict[str, dict[str, Any]]) -> str:
         whys = "; ".join(f"{k}: {c.get('why', 'nothing to check')}" for k, c in checks.items())
         return f" — no check applied ({whys})"
     return ""
-
-
-def coverage(checks: dict[str, dict[str, Any]]) -> str:
-    """One line for people: each check's status and what it covered."""
-    parts = []
-    for name, c in checks.items():
-        status = c.get("status") or ("passed" if c.get("passed", True) else "failed")
-        covered = f" ({c['covered']} {c.get('unit', 'tokens')})" if "covered" in c else ""
-        why = f": {c['why']}" if c.get("why") else ""
-        parts.append(f"{name} {status}{covered}{why}")
-    return "; ".join(parts)

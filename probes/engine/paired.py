@@ -19,7 +19,7 @@ Per pair (the unit of analysis; tokens are never the unit):
     contrast_variant = log p(A) − log p(B) in the variant = Σ NLL(variant_alt) − Σ NLL(variant)
     contrast_shift   = contrast_base − contrast_variant (value priors cancel; > 0 ⇔ the fact is read)
 
-The run's own checks (`probes.engine.summary.paired_checks`; a failure makes `probe run` exit 1):
+The run's own checks (`probes.engine.aggregate.paired_checks`; a failure makes `probe run` exit 1):
     identical_prefix   tokens before the first difference score the same in base and variant
                        (8 per pair, 2 with the recompute evaluator; a causality / determinism
                        check of the evaluator). The variant is declared to share with its base
@@ -41,8 +41,9 @@ import numpy as np
 from probes.api.horizon import REACH_LABELS, UNBOUNDED, doc_starts
 from probes.api.model import score_rows, tolerance
 from probes.api.probe_base import Outcome, Probe, RunContext
-from probes.engine import checks, summary
+from probes.engine import aggregate, checks
 from probes.engine.rows import Rows, first_difference, score_batches
+from probes.report import plots
 from probes.stats import signed_effect, verdict_counts
 
 # Tokens before the first difference compared by `identical_prefix`: free for a streaming model
@@ -315,12 +316,12 @@ class PairedProbe(Probe):
     # ------------------------------------------------------------------ summary
 
     def summarize(self, ctx: RunContext, records: list[dict], toks: list[dict]) -> Outcome:
-        bins = summary.paired_bins(self.groups, records, toks, ctx.margin)
+        bins = aggregate.paired_bins(self.groups, records, toks, ctx.margin)
         for g, b in enumerate(bins):
             b.update(self.bin_fields([r for r in records if r["group"] == g]))
         has_alt = any("contrast_base" in r for r in records)
         primary = [r for r in records if self.primary(self.groups[r["group"]])]
-        metrics = summary.paired_metrics(records, primary, has_alt)
+        metrics = aggregate.paired_metrics(records, primary, has_alt)
         metrics["n_significant_bins"] = sum(1 for b in bins if b["significant"])
         metrics.update(self.extra_metrics(ctx, records, bins))
         hib = {
@@ -339,7 +340,7 @@ class PairedProbe(Probe):
             metric_docs=self.metric_docs(has_alt),
             higher_is_better=hib,
             n_pairs=len(records),
-            arrays=summary.token_arrays(records, toks),
+            arrays=aggregate.token_arrays(records, toks),
             texts=text_arrays(self.jobs),
         )
         outcome.verdict = self.verdict(outcome)
@@ -347,7 +348,7 @@ class PairedProbe(Probe):
         return outcome
 
     def _checks(self, ctx: RunContext, records: list[dict]) -> dict[str, dict]:
-        return summary.paired_checks(records, tolerance(ctx.model))
+        return aggregate.paired_checks(records, tolerance(ctx.model))
 
     # ------------------------------------------------------------------ hooks
 
@@ -369,7 +370,7 @@ class PairedProbe(Probe):
         return {}
 
     def metric_docs(self, has_alt: bool) -> dict[str, str]:
-        return {**summary.paired_metric_docs(self.delta_doc, has_alt), **self.docs}
+        return {**aggregate.paired_metric_docs(self.delta_doc, has_alt), **self.docs}
 
     def verdict(self, outcome: Outcome) -> str:
         parts = []
@@ -415,8 +416,6 @@ class PairedProbe(Probe):
         return f"inconclusive — no evidence that {self.finding}"
 
     def make_plots(self, ctx: RunContext, outcome: Outcome) -> list:
-        from probes.report import plots
-
         hz = ctx.horizon
         (dmin, dmax), (rmin, rmax) = hz.ranges()
         direct = {"min": dmin, "max": dmax, "mean": (dmin + dmax) / 2}

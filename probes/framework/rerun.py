@@ -21,6 +21,7 @@ shipped model whose weights have the recorded sha256 (and noted), else the rerun
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +65,17 @@ def _abs_diff(d: dict) -> float:
 
 
 def rerun(
-    run_dir: Path, out: str | None = None, progress=None, allow_file_probes: bool = False
+    run_dir: Path,
+    out: str | None = None,
+    progress=None,
+    allow_file_probes: bool = False,
+    plot: Callable[[Path, dict], str | None] | None = None,
 ) -> dict:
     """Repeat the run of `run_dir` (a `probe run` or a `probe diagnose` directory) and compare.
     Raises ProbeInputError (one line) for a directory that cannot be repeated. A run.json that
     names a probe file (`path/to/file.py:Class`) is refused unless `allow_file_probes`: importing
-    it runs its code, and a run directory may come from anyone."""
+    it runs its code, and a run directory may come from anyone. `plot`: a rerun diagnose's
+    figure, as `diagnose` takes it."""
     from probes.api.probe_base import ProbeInputError
     from probes.framework.options import RunOptions
 
@@ -83,8 +89,8 @@ def rerun(
         )
     argv = ["probe", "rerun", str(run_dir)]
     if record.get("command") == "diagnose":
-        from probes.framework.diagnose import diagnose
-        from probes.framework.diagnose_models import diagnose_models
+        from probes.suite.one import diagnose
+        from probes.suite.several import diagnose_models
 
         check_shape(Path(run_dir) / "run.json", record, {"options": dict})
         kwargs = dict(record["options"])
@@ -92,11 +98,11 @@ def rerun(
         kwargs["out"] = out
         if "models" in kwargs:  # `probe diagnose --models`: run.json's `models` are their infos
             models = _local_models(kwargs.pop("models"), {"group": record.get("models")})
-            new = diagnose_models(models, progress=progress, argv=argv, **kwargs)
+            new = diagnose_models(models, progress=progress, argv=argv, plot=plot, **kwargs)
             kwargs["model"] = models  # what _mapped compares with the recorded names
         else:
             kwargs["model"] = _local_models(kwargs.get("model"), record)
-            new = diagnose(progress=progress, argv=argv, **kwargs)
+            new = diagnose(progress=progress, argv=argv, plot=plot, **kwargs)
         passed = bool(new["passed"])
     elif isinstance(record.get("probe"), dict) and "options" in record:
         from probes.framework.runner import run

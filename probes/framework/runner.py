@@ -34,7 +34,7 @@ from probes.framework.options import RunOptions
 from probes.framework.progress import Progress
 from probes.framework.ranks import Ranks
 from probes.framework.results import SCHEMA_VERSION, RunDir, RunDirError, check_writable
-from probes.framework.summary import Summary
+from probes.framework.summary import Summary, member_view
 
 
 @dataclass
@@ -324,7 +324,7 @@ def _summary(
     """The run's Summary (its run_dir None on a rank that writes nothing); `started`: when its
     execution began."""
     cls, ctx, lm = p.cls, p.ctx, p.ctx.model
-    return Summary(
+    summary = Summary(
         probe=cls.name,
         version=cls.version,
         model={"id": lm.info.id, "path": lm.info.path, "sha256": lm.info.sha256},
@@ -348,7 +348,19 @@ def _summary(
         margin=margin_record(cls, ctx),
         elapsed_s=round(p.prepare_s + time.perf_counter() - started, 3),
         plots=plots,
+        columns=[dataclasses.asdict(c) for c in cls.columns],
     )
+    if cls.diagnose is not None:
+        summary.diagnose_rows = _diagnose_rows(cls, ctx, summary.to_dict())
+    return summary
+
+
+def _diagnose_rows(cls, ctx, summary: dict) -> list[dict] | dict[str, list[dict]]:
+    """A diagnose probe's rows; a model_group probe's for each member of its group."""
+    if not cls.model_group:
+        return cls.diagnose_rows(summary)
+    members = [{"id": m.info.id, "path": m.info.path, "sha256": m.info.sha256} for m in ctx.group]
+    return {m["id"]: cls.diagnose_rows(member_view(summary, m)) for m in members}
 
 
 def run(probe: str, **options: Any) -> Summary:

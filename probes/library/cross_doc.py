@@ -73,12 +73,12 @@ from probes.api.model import reset_moves_positions, score_rows, tolerance
 from probes.api.params import param
 from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
+from probes.engine.aggregate import by_group, by_reach, family_bins, flat_arrays
 from probes.engine.checks import note, zero_check
 from probes.engine.cross_doc_texts import B_LEAD, TextShape, bridged_draw, pair_arrays
 from probes.engine.distance_bins import gap_bins, parse_ranges
 from probes.engine.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin, row_limit
 from probes.engine.rows import Rows, score_batches
-from probes.engine.summary import by_group, by_reach, family_bins, flat_arrays
 from probes.stats import signed_effect, verdict_counts
 from synth.language import FACT_VALUE_OFFSET
 

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from txl.files import read_json
+
 VERDICT_KINDS = ("above", "not_above", "below", "within")
 
 
@@ -119,8 +121,6 @@ def main(
 
 def read_run(run_dir: Path, probe: str) -> tuple[dict, dict]:
     """(summary.json, run.json) of a run of `probe`; ValueError when it is not one."""
-    from probes.framework.results import read_json
-
     if not (run_dir / "summary.json").exists():
         raise ValueError(f"{run_dir} is not a run directory (no summary.json)")
     summary = read_json(run_dir / "summary.json")

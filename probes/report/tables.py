@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 
 def plain_console(**kwargs: Any):
@@ -79,8 +79,8 @@ def _text(x: Any) -> str:
     return "—" if x is None or x == "" else str(x)
 
 
-# How a declared column writes its value (probes.api.declarations.Column.format); the
-# whole bin is passed for the formats that combine fields.
+# How a declared column writes its value (`TableColumn.format`); the whole bin is passed for
+# the formats that combine fields.
 FORMATS: dict[str, Callable[[dict, str], str]] = {
     "text": lambda b, k: _text(b.get(k)),
     "left": lambda b, k: _text(b.get(k)),
@@ -102,21 +102,39 @@ FORMATS: dict[str, Callable[[dict, str], str]] = {
 }
 
 
-def declared_columns(summary: dict) -> list:
-    """The columns the run's probe declares (`columns`), or, for a probe this installation
-    cannot load, one text column per bin field."""
-    from probes.api import registry
-    from probes.api.declarations import Column
+class TableColumn(NamedTuple):
+    """A column of a bin table as summary.json records it (`columns`, the probe's declared
+    Columns): its header, the bin field shown, how it is written (`FORMATS`), and whether it
+    names the bin."""
 
-    try:
-        return list(registry.get(summary["probe"]).columns)
-    except (registry.RegistryError, KeyError, AttributeError):
-        keys = dict.fromkeys(k for b in summary.get("bins") or [] for k in b)
-        return [
-            Column(k, k)
-            for k in keys
-            if not isinstance(next((b[k] for b in summary["bins"] if k in b), None), dict | list)
-        ]
+    header: str
+    key: str
+    format: str = "text"
+    identifies: bool = False
+
+
+def declared_columns(summary: dict) -> list[TableColumn]:
+    """The columns the run's probe declared (summary.json's `columns`), or, for a run that
+    records none, one text column per bin field."""
+    if "columns" in summary:
+        return [TableColumn(**c) for c in summary["columns"]]
+    keys = dict.fromkeys(k for b in summary.get("bins") or [] for k in b)
+    return [
+        TableColumn(k, k)
+        for k in keys
+        if not isinstance(next((b[k] for b in summary["bins"] if k in b), None), dict | list)
+    ]
+
+
+def coverage(checks: dict[str, dict[str, Any]]) -> str:
+    """One line for people: each check's status and what it covered."""
+    parts = []
+    for name, c in checks.items():
+        status = c.get("status") or ("passed" if c.get("passed", True) else "failed")
+        covered = f" ({c['covered']} {c.get('unit', 'tokens')})" if "covered" in c else ""
+        why = f": {c['why']}" if c.get("why") else ""
+        parts.append(f"{name} {status}{covered}{why}")
+    return "; ".join(parts)
 
 
 def _cell(col, b: dict) -> str:
@@ -171,8 +189,6 @@ def print_summary(summary: dict, out=None) -> None:
     if m.get("bins_cut"):
         c.print(f"bins: {m['bins_cut']}", soft_wrap=True)
     checks = summary.get("checks") or {}
-    from probes.engine.checks import coverage
-
     failed = any(not v.get("passed", True) for v in checks.values())
     line = coverage(checks) if checks else "none (this probe has no self-check)"
     c.print(f"checks: {line}", style="bold red" if failed else None, soft_wrap=True)

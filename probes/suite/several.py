@@ -1,59 +1,39 @@
-"""`probe diagnose --models A,B,…`: the diagnose suite (probes.framework.diagnose) on several
-models side by side: every non-group probe once per model, the group probe once with the models
-as its group, each model's row of it read from that one run (`member_view`). One run directory,
-`<out>/diagnose/<id1>+<id2>+…/<UTC-time>-<8 hex>/` (`dir_name` shortens long lists), with
-`diagnose_models.png`; summary.json matches the models' rows by probe and effect (`effects`).
-Every step is the single-model suite's own.
+"""`probe diagnose --models A,B,…`: the diagnose suite on several models side by side: every
+non-group probe once per model, the group probe once with the models as its group, each model's
+row of it read from that one run (`member_view`). One run directory,
+`<out>/diagnose/<id1>+<id2>+…/<UTC-time>-<8 hex>/` (`dir_name` shortens long lists), with the
+figure its caller draws (`probe diagnose`: `diagnose_models.png`); summary.json matches the
+models' rows by probe and effect (`rows.effects`). Every step is the single-model suite's own.
+With `--models`, a probe that does not apply to one of them (boundary repair on a recurrent
+state) runs on the others, and `skipped` names the model it left out.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from probes.framework.diagnose import (
-    _by_probe,
-    _close,
-    _column_model,
-    _create,
-    _execute,
-    _ident,
-    _options,
-    _prepare,
-    _progress,
-    _record,
-    _rows,
+from probes.api.model import geometry as geometry_of
+from probes.api.probe_base import ProbeInputError
+from probes.framework.models import (
+    carries_state,
+    is_loss_model,
+    model_name,
+    model_source,
+    split_models,
 )
-
-# The fields of a row that differ between models (a `diagnose_models` cell); effect, probe,
-# unit and measure name the row.
-CELL = (
-    "metric", "value", "ci95", "p_value", "verdict", "significant", "margin", "n", "detail",
-    "censored",
-)  # fmt: skip
-
-
-def effects(columns: dict[str, list[dict]]) -> list[dict]:
-    """The rows of several models matched by (probe, effect), not by metric (a group probe's
-    metric path may name the model), in order of first appearance: {effect, probe, unit,
-    measure, values: {model id: cell}}; a model without that row has no cell."""
-    out: dict[tuple[str, str], dict] = {}
-    for mid, rows in columns.items():
-        for row in rows:
-            entry = out.setdefault(
-                (row["probe"], row["effect"]),
-                {k: row[k] for k in ("effect", "probe", "unit", "measure")} | {"values": {}},
-            )
-            entry["values"][mid] = {k: row[k] for k in CELL}
-    return list(out.values())
+from probes.suite.execute import resolve_progress, run_suite
+from probes.suite.plan import check_options, column_model, ident, prepare
+from probes.suite.rows import by_probe, column_rows, effects
+from probes.suite.store import close, create, start_record
 
 
 def dir_name(ids: list[str]) -> str:
     """The run directory's model part: the ids joined by `+`; past 96 characters the first id,
     how many more and a hash of them all (`a+2-more-1f2e3d4c`)."""
-    import hashlib
-
     joined = "+".join(ids)
     if len(joined) <= 96:
         return joined
@@ -66,6 +46,7 @@ def diagnose_models(
     skip: tuple[str, ...] | list[str] = (),
     progress: Any = None,
     argv: list[str] | None = None,
+    plot: Callable[[Path, dict], str | None] | None = None,
     **values: Any,
 ) -> dict[str, Any]:
     """`probe diagnose --models A,B,…`: the suite on each model, side by side. `models`: two or
@@ -79,11 +60,8 @@ def diagnose_models(
     (`dir_name`), so bad input raises ProbeInputError and leaves nothing behind. The summary:
     `models` (id, path, sha256, in order), `effects` (`effects`), `runs`, `verdicts` and
     `checks` (model id → probe → …; the group run under every member), `geometry` (model id →
-    geometry), `passed`, `skipped`, `elapsed_s`, `row_docs`; the plot `diagnose_models.png`."""
-    from probes.api.model import geometry as geometry_of
-    from probes.api.probe_base import ProbeInputError
-    from probes.framework.models import is_loss_model, model_name, model_source, split_models
-
+    geometry), `passed`, `skipped`, `elapsed_s`, `row_docs`, `plots` (what `plot` drew, as in
+    `diagnose`)."""
     t0 = time.perf_counter()
     if values.get("model") is not None:
         raise ProbeInputError(
@@ -101,7 +79,7 @@ def diagnose_models(
             "(one model: --model)"
         )
     distance = values.pop("distance", None)
-    classes, opts = _options(skip, values)
+    classes, opts = check_options(skip, values)
     sources = [m if is_loss_model(m) else model_source(m, "--models") for m in models]
     # the same checkpoint or planted spec twice; a LossModel object is itself
     keys = [
@@ -111,11 +89,11 @@ def diagnose_models(
     twice = next((m for m, k in zip(models, keys, strict=True) if keys.count(k) > 1), None)
     if twice is not None:
         raise ProbeInputError(f"--models names {str(twice)!r} twice; give each model once")
-    progress = _progress(progress)
-    runs, skipped, unserved = _prepare(
+    progress = resolve_progress(progress)
+    runs, skipped, unserved = prepare(
         classes, skip, sources, sources, opts, progress, argv, distance
     )
-    lms = [_column_model(runs, j, unserved) for j in range(len(sources))]
+    lms = [column_model(runs, j, unserved) for j in range(len(sources))]
     ids = [lm.info.id for lm in lms]
     same = next((i for i in ids if ids.count(i) > 1), None)
     if same is not None:
@@ -123,8 +101,6 @@ def diagnose_models(
             f"--models: two models have the id {same!r}; the columns need distinct ids (a "
             "planted model's id is its seed: give each its own)"
         )
-    from probes.framework.models import carries_state
-
     stateful = [lm.info.id for lm, s in zip(lms, sources, strict=True)
                 if carries_state(s, opts.evaluator)]  # fmt: skip
     try:  # each model's own geometry with the options' overrides, as each of its runs has
@@ -137,23 +113,25 @@ def diagnose_models(
         }  # fmt: skip
     except ValueError as e:
         raise ProbeInputError(f"bad evaluation geometry: {e}") from None
-    run_dir = _create(opts, dir_name(ids))
+    run_dir = create(opts, dir_name(ids))
 
-    record = _record(opts, skip, argv, models=[lm.info.to_dict() for lm in lms], geometry=geometry)
+    record = start_record(
+        opts, skip, argv, models=[lm.info.to_dict() for lm in lms], geometry=geometry
+    )
     record["options"]["models"] = [model_name(s) for s in sources]
     record["options"]["distance"] = distance or "auto"
     with run_dir.recording(record):
         progress.log(f"diagnose: run directory {run_dir.path}")
-        _execute(runs, run_dir, progress)
-        members = [_ident(lm.info) for lm in lms]
-        per_model = [_by_probe(runs, j, run_dir) for j in range(len(ids))]
+        run_suite(runs, run_dir, progress)
+        members = [ident(lm.info) for lm in lms]
+        per_model = [by_probe(runs, j, run_dir) for j in range(len(ids))]
         summary = {
             "schema_version": 1,
             "command": "diagnose",
             "models": members,
             "geometry": geometry,
             "mem_not_applicable": stateful,
-            "effects": effects({m["id"]: _rows(runs, j, m) for j, m in enumerate(members)}),
+            "effects": effects({m["id"]: column_rows(runs, j, m) for j, m in enumerate(members)}),
             **{
                 k: {i: p[k] for i, p in zip(ids, per_model, strict=True)}
                 for k in ("runs", "verdicts", "checks")
@@ -161,7 +139,5 @@ def diagnose_models(
             "skipped": skipped,
             "run_dir": str(run_dir.path),
         }
-        from probes.report.diagnose import models_plot
-
-        plot = models_plot(run_dir.path / "diagnose_models.png", summary)
-        return _close(run_dir, record, summary, runs, t0, plot)
+        drawn = plot(run_dir.path, summary) if plot is not None else None
+        return close(run_dir, record, summary, runs, t0, drawn)

@@ -1,51 +1,8 @@
-"""The `probe diagnose` table and its forest plot: rows as the suite's probes declared them
-(`probes.api.declarations.effect_row`), rendered without knowing any probe; with
-`--models`, the same rows side by side (a column per model) and one plot of them all."""
+"""The `probe diagnose` table: the rows of a diagnose summary.json as the suite's probes wrote
+them, rendered without knowing any probe; with `--models`, the same rows side by side (a column
+per model)."""
 
 from __future__ import annotations
-
-from pathlib import Path
-
-
-def in_nats(row: dict) -> bool:
-    """A row the forest plots draw: a loss difference (the lengths have another axis)."""
-    return row["unit"].startswith("nats")
-
-
-def forest_plot(path: Path, rows: list[dict], model_id: str, geometry) -> str | None:
-    """The nats-valued rows with their intervals, one line each (None: no such row)."""
-    pts = [r for r in rows if in_nats(r) and r["value"] is not None]
-    if not pts:
-        return None
-    from probes.report import plots
-
-    plots.forest(
-        path,
-        pts,
-        title=f"probe diagnose · {model_id} · mem {geometry.mem_len} tgt {geometry.tgt_len}",
-    )
-    return path.name
-
-
-def models_plot(path: Path, summary: dict) -> str | None:
-    """The nats-valued effects of a `--models` summary, one marker per model in each row
-    (None: no such effect)."""
-    pts = [
-        e
-        for e in summary["effects"]
-        if in_nats(e) and any(v["value"] is not None for v in e["values"].values())
-    ]
-    if not pts:
-        return None
-    from probes.report import plots
-
-    ids = [m["id"] for m in summary["models"]]
-    g = summary["geometry"]
-    g = next(iter(g.values())) if g and "mem_len" not in g else g  # per model: the first's
-    where = f" · mem {g['mem_len']} tgt {g['tgt_len']}" if g and "mem_len" in g else ""
-    # the legend names the models; the title stays one line however many there are
-    plots.forest_models(path, pts, ids, title=f"probe diagnose · {len(ids)} models{where}")
-    return path.name
 
 
 def value_text(r: dict, unit: str) -> str:

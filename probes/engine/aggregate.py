@@ -1,5 +1,6 @@
-"""Summaries of paired records: bins, run metrics, by-reach figures, the run's own checks and the
-per-token arrays (what `PairedProbe.summarize` puts together; statistics from `probes.stats`)."""
+"""Paired records aggregated: per-pair deltas into bins, run metrics and by-reach figures, the
+run's own checks and the per-token arrays (what `PairedProbe.summarize` puts together;
+statistics from `probes.stats`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,93 @@
+"""`probe diagnose`: what the cache does for one model, its effects side by side.
+
+The suite (`plan.suite`) is every registered probe whose `@probe(...)` gives `diagnose=N` (in
+that order), run with its default parameters and the run options given; a `model_group` probe
+runs on the model group (`--model` repeated, or the model's `-mem0` sibling when there is one).
+Without a group, or when the geometry leaves it nothing to compare (`ProbeNotApplicable`), such
+a probe is left out and `skipped` says why. Each probe turns its own summary into rows
+(`diagnose_rows`); the suite knows no probe by name.
+
+Every probe is prepared first, so bad input (a geometry one probe cannot use) is one line, exit
+2, and no directory.
+
+Everything lands in one run directory, `<out>/diagnose/<model-id>/<UTC-time>-<8 hex>/`:
+`run.json` (provenance, options, the models), `summary.json` (the table's rows, every sub-run's
+verdict and checks, relative paths), the figure its caller draws (`probe diagnose`:
+`diagnose.png`, the rows in nats as a forest plot), and `runs/<probe>/<model-id>/<run>/`, each
+probe's complete run directory. Exit code 1 when a probe failed its own check.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from probes.framework.models import model_name, model_sources
+from probes.suite.execute import resolve_progress, run_suite
+from probes.suite.plan import check_options, column_model, ident, prepare
+from probes.suite.rows import by_probe, column_rows
+from probes.suite.store import close, create, reopen, start_record
+
+
+def diagnose(
+    *,
+    skip: tuple[str, ...] | list[str] = (),
+    progress: Any = None,
+    argv: list[str] | None = None,
+    resume: str | Path | None = None,
+    plot: Callable[[Path, dict], str | None] | None = None,
+    **values: Any,
+) -> dict[str, Any]:
+    """Run the suite and return the summary (also written to the run directory). `values`: the
+    run options of `OPTIONS`, and `distance`: the distance bins of every probe that has them
+    (None: each probe's auto bins). `resume`: an unfinished diagnose run directory, given with
+    its own options (`resumed_options`): the suite runs into it again, and every probe run it
+    already finished is kept (a long real-model diagnose survives an interruption). `plot`
+    draws the summary's figure into the run directory and returns its file name, which the
+    summary lists (the CLI passes `probes.report.suite_plots.suite_plot`).
+
+    Every probe is prepared (inputs checked, model loaded once, pairs planned) before the run
+    directory is created: bad input raises ProbeInputError and leaves nothing behind."""
+    t0 = time.perf_counter()
+    distance = values.pop("distance", None)
+    classes, opts = check_options(skip, values)
+    group_cls = next((c for c in classes.values() if c.model_group), None)
+    sources = model_sources(group_cls or next(iter(classes.values())), opts.model)
+    progress = resolve_progress(progress)
+    runs, skipped, unserved = prepare(
+        classes, skip, sources[:1], sources, opts, progress, argv, distance
+    )
+    lm = column_model(runs, 0, unserved)
+    geometry = next(r.plan.ctx.geometry for r in runs if r.serves(0))
+    grouped = [r for r in runs if r.column is None]
+    infos = [m.info for m in (grouped[0].plan.ctx.group if grouped else [lm])]
+    record = start_record(
+        opts,
+        skip,
+        argv,
+        model=lm.info.to_dict(),
+        group=[i.to_dict() for i in infos],
+        geometry=geometry.to_dict(),
+    )
+    record["options"]["model"] = [model_name(s) for s in sources]
+    record["options"]["distance"] = distance or "auto"
+    run_dir = create(opts, lm.info.id) if resume is None else reopen(Path(resume), record)
+    with run_dir.recording(record):
+        progress.log(f"diagnose: run directory {run_dir.path}")
+        run_suite(runs, run_dir, progress, keep=resume is not None)
+        rows = column_rows(runs, 0, ident(lm.info))
+        summary = {
+            "schema_version": 1,
+            "command": "diagnose",
+            "model": ident(lm.info),
+            "group": [ident(i) for i in infos],
+            "geometry": geometry.to_dict(),
+            "rows": rows,
+            **by_probe(runs, 0, run_dir),
+            "skipped": skipped,
+            "run_dir": str(run_dir.path),
+        }
+        drawn = plot(run_dir.path, summary) if plot is not None else None
+        return close(run_dir, record, summary, runs, t0, drawn)

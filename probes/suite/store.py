@@ -1,0 +1,170 @@
+"""A diagnose run directory: its run.json record, the finished or interrupted probe runs an
+earlier attempt left in it (what a resumed diagnose keeps), and its summary.json at the end."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from probes import __version__
+from probes.api.probe_base import ProbeInputError
+from probes.framework import params as params_mod
+from probes.framework import provenance
+from probes.framework.results import (
+    RunDir,
+    RunDirError,
+    dumps,
+    load_samples,
+    read_json,
+    safe_id,
+    status,
+)
+from probes.suite.plan import OPTIONS, SuiteRun
+from probes.suite.rows import ROW_DOCS
+from txl.files import FileRefused
+
+
+def start_record(opts, skip, argv, **fields: Any) -> dict[str, Any]:
+    """run.json of a diagnose run: the options as given (`fields` add the models)."""
+    recorded = {k: v for k, v in opts.record().items() if k in OPTIONS and k != "model"}
+    recorded["skip"] = list(skip)
+    return {
+        "schema_version": 1,
+        "status": "running",
+        "command": "diagnose",
+        "argv": provenance.portable_argv(argv),
+        "options": recorded,
+        **fields,
+        "git": provenance.git_state(),
+        "package_version": __version__,
+        "versions": provenance.versions(),
+        "machine": provenance.machine(),
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+# What may differ between two runs of the same measurement: where they were written and how
+# many threads computed them.
+NOT_IDENTITY = ("out", "threads")
+
+
+def identity(name: str, version: Any, params: Any, options: dict, models: list, seen) -> str:
+    """What makes two probe runs the same measurement. A change of the code within one probe
+    version is not seen here but through `seen` (the geometry and horizon the run resolved),
+    and a probe's version marks a change of what it measures."""
+    kept = {k: v for k, v in options.items() if k not in NOT_IDENTITY}
+    return dumps({"probe": [name, version], "params": params, "options": kept, "models": models,
+                  "seen": seen})  # fmt: skip
+
+
+def same_measurement(run: SuiteRun, runs_dir: Path):
+    """(path, status) of every run of this very probe run in `runs_dir`, oldest first: the
+    same probe version, parameters, options (but --out and --threads) and model files."""
+    p = run.plan
+    models = [m.info.sha256 for m in ([p.model, *p.ctx.group[1:]] if p.ctx.group else [p.model])]
+    seen = [p.ctx.geometry.to_dict(), p.ctx.horizon.to_dict()]
+    want = identity(p.cls.name, p.cls.version, params_mod.to_dict(p.params),
+                     p.options.record(), models, seen)  # fmt: skip
+    for path in sorted((runs_dir / safe_id(p.cls.name) / safe_id(p.model.info.id)).glob("*")):
+        try:
+            rec = read_json(path / "run.json")
+            shas = [rec["model"]["sha256"]] + [g["sha256"] for g in rec.get("group", [])[1:]]
+            got = identity(rec["probe"]["name"], rec["probe"]["version"], rec["params"],
+                            rec["options"], shas, [rec["geometry"], rec["horizon"]])  # fmt: skip
+            if got == want:
+                yield path, status(path, rec)
+        except (FileRefused, OSError, KeyError, TypeError):
+            continue
+
+
+def finished(run: SuiteRun, runs_dir: Path) -> dict | None:
+    """The summary of a finished run (complete, or failed its own check) of this very probe
+    run in `runs_dir`; None when there is none."""
+    for path, state in same_measurement(run, runs_dir):
+        if state in ("complete", "failed-check"):
+            try:  # where it is now: the directory may have moved since
+                return {**read_json(path / "summary.json"), "run_dir": str(path)}
+            except (FileRefused, OSError):
+                continue
+    return None
+
+
+def interrupted(run: SuiteRun, runs_dir: Path) -> tuple[Path, list[dict]] | None:
+    """The newest interrupted (or killed) run of this very probe run in `runs_dir` and its
+    samples, for a probe that resumes from them; None when there is none or it wrote none."""
+    if not run.plan.cls.resumes_from_samples:
+        return None
+    stopped = [path for path, state in same_measurement(run, runs_dir)
+               if state in ("interrupted", "dead")]  # fmt: skip
+    for path in reversed(stopped):
+        try:
+            samples = load_samples(path)
+        except (FileRefused, OSError):
+            continue
+        if samples:
+            return path, samples
+    return None
+
+
+def resumed_options(path: Path) -> dict[str, Any]:
+    """The options of an unfinished diagnose run directory (its run.json), to finish it with
+    `diagnose(resume=path, **options)`. ProbeInputError (one line) when it is not a diagnose
+    run, a process still runs in it, or it finished."""
+    try:
+        record = read_json(Path(path) / "run.json")
+    except (FileRefused, OSError) as e:
+        raise ProbeInputError(f"--resume {str(path)!r}: {e}") from None
+    if not isinstance(record, dict) or record.get("command") != "diagnose":
+        raise ProbeInputError(
+            f"--resume {str(path)!r} is not a diagnose run directory; give one that "
+            "`probe diagnose` wrote"
+        )
+    if "models" in record.get("options", {}):
+        raise ProbeInputError(f"--resume {str(path)!r}: a --models run cannot be resumed yet")
+    state = status(Path(path), record)
+    if state == "running":
+        raise ProbeInputError(f"--resume {str(path)!r}: a process still runs in it")
+    if state in ("complete", "failed-check"):
+        raise ProbeInputError(f"--resume {str(path)!r} finished ({state}): nothing to resume")
+    given = record["options"]
+    values = {k: given[k] for k in OPTIONS if k in given}
+    values["out"] = str(Path(path).resolve().parents[2])  # <out>/diagnose/<model>/<run>: moved
+    values["distance"] = None if given.get("distance", "auto") == "auto" else given["distance"]
+    values["skip"] = tuple(given.get("skip", ()))
+    return values
+
+
+def close(run_dir, record: dict, summary: dict, runs: list[SuiteRun], t0: float, plot) -> dict:
+    """summary.json and the finished run.json (inside `run_dir.recording`)."""
+    summary["passed"] = all(r.summary["passed"] for r in runs)
+    summary["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    summary["row_docs"] = ROW_DOCS
+    summary["plots"] = [plot] if plot else []
+    run_dir.write_json("summary.json", summary)
+    run_dir.finish(record, passed=summary["passed"], elapsed_s=summary["elapsed_s"])
+    return summary
+
+
+def reopen(path: Path, record: dict):
+    """The run directory of a resumed diagnose, its run.json `record` keeping when it started
+    and adding when it resumed; ProbeInputError when its models are not the files it began
+    with."""
+    before = read_json(path / "run.json")
+    if before.get("model", {}).get("sha256") != record["model"]["sha256"]:
+        raise ProbeInputError(
+            f"--resume {str(path)!r}: its model file changed since it began (sha256 "
+            f"{str(before.get('model', {}).get('sha256'))[:12]} then, "
+            f"{record['model']['sha256'][:12]} now); run a new diagnose"
+        )
+    record["started_utc"] = before.get("started_utc", record["started_utc"])
+    record["resumed_utc"] = [*before.get("resumed_utc", []), time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime())]  # fmt: skip
+    return RunDir(path)
+
+
+def create(opts, model_id: str):
+    try:
+        return RunDir.create(Path(opts.out), "diagnose", model_id)
+    except RunDirError as e:
+        raise ProbeInputError(str(e)) from None
