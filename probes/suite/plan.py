@@ -8,8 +8,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from probes.api import params as params_mod
 from probes.api import registry
-from probes.framework import params as params_mod
 from probes.framework.options import RunOptions
 from probes.framework.ranks import Ranks
 

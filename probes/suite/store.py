@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from probes import __version__
+from probes.api import params as params_mod
 from probes.api.probe_base import ProbeInputError
-from probes.framework import params as params_mod
 from probes.framework import provenance
 from probes.framework.results import (
     RunDir,
