@@ -24,7 +24,7 @@ from typing import NoReturn
 
 import click
 
-from probes import __version__
+from probes._version import __version__
 from probes.cli.diagnose import diagnose_command
 from probes.cli.errors import (
     EXIT_INTERNAL,

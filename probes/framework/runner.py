@@ -395,7 +395,7 @@ def run_record(
     cls, spec: str, params, options: RunOptions, ctx: RunContext, threads, argv, texts=None
 ) -> dict[str, Any]:
     """run.json: everything needed to know where a result came from and to repeat it."""
-    from probes import __version__
+    from probes._version import __version__
     from probes.framework import provenance
 
     lm, lang = ctx.model, ctx.lang

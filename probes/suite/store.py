@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from probes import __version__
+from probes._version import __version__
 from probes.api import params as params_mod
 from probes.api.probe_base import ProbeInputError
 from probes.framework import provenance
