@@ -225,7 +225,7 @@ def _added(paths: list[str]) -> list[str]:
 def _notes(record: dict, original: dict, new: dict) -> list[str]:
     """What changed besides the numbers and could explain a difference."""
     import synth
-    from probes import __version__
+    from probes._version import __version__
 
     notes = []
     if _shas(original) != _shas(new):

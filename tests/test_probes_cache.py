@@ -94,7 +94,7 @@ def test_auto_takes_kv_for_relative_positions_and_hidden_for_absolute(model_dirs
 def test_a_run_records_its_memory_and_a_run_before_the_choice_reruns_on_hidden_states(
     model_dirs, tmp_path
 ):
-    from probes.framework.rerun import rerun
+    from probes.rerun import rerun
 
     summary = probes.run(
         "fact-swap", model=str(model_dirs["rel"]), quick=True, out=str(tmp_path), progress=False

@@ -312,7 +312,7 @@ def test_a_second_model_or_an_empty_out_is_refused_not_silently_taken(args, need
 
 
 def test_rerun_notes_fields_a_newer_version_adds_and_counts_lost_ones_as_differences():
-    from probes.framework.rerun import diff
+    from probes.rerun import diff
 
     added: list[str] = []
     same = diff({"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": 2, "new": 3}}, added=added)

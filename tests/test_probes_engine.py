@@ -305,7 +305,7 @@ def test_probe_from_a_file_runs_and_reruns(models, tmp_path):
         progress=False,
     )
     assert s.probe == "outside-swap" and s.version == 2
-    from probes.framework.rerun import rerun
+    from probes.rerun import rerun
 
     res = rerun(s.run_dir, str(tmp_path / "again"), progress=False, allow_file_probes=True)
     assert res["match"] == "exact", res["differences"][:3]

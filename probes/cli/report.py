@@ -100,9 +100,9 @@ def rerun_command(
     """Repeat a run from its run.json and say whether the numbers match (exit 1 if not)."""
     from probes.api.probe_base import ProbeInputError
     from probes.framework.progress import Progress
-    from probes.framework.rerun import rerun
     from probes.framework.results import RunDirError
     from probes.report.suite_plots import suite_plot
+    from probes.rerun import rerun
 
     try:
         result = rerun(
