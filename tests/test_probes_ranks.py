@@ -1,4 +1,4 @@
-"""One probe run across processes (probes.framework.ranks): two gloo ranks under torchrun score
+"""One probe run across processes (txl.process_rank): two gloo ranks under torchrun score
 their shares of the pairs and rank 0 writes the one run directory, with every number bitwise
 equal to a single-process run; probes that cannot divide their scoring are refused."""
 
@@ -114,11 +114,11 @@ def test_a_probe_that_cannot_divide_its_scoring_is_refused_under_several_ranks(
 
 
 def test_a_process_knows_its_place_from_torchrun_without_importing_torch():
-    """One declaration of the place (txl.process_rank.ProcessRank): the probe runs' Ranks is one, read from
-    torchrun's environment before torch is loaded; training's txl.distributed takes the same."""
+    """One declaration of the place (txl.process_rank.ProcessRank), read from torchrun's
+    environment before torch is loaded; probe runs and training's txl.distributed take the same."""
     code = (
-        "import sys; from probes.framework.ranks import Ranks; from txl.process_rank import ProcessRank; "
-        "r = Ranks.from_env(); assert isinstance(r, ProcessRank) and type(r) is Ranks; "
+        "import sys; from txl.process_rank import ProcessRank; "
+        "r = ProcessRank.from_env(); assert r.share(8) == 4; "
         "assert (r.rank, r.world_size, r.local_rank, r.local_world_size) == (1, 3, 1, 2); "
         "assert r.enabled and not r.is_main; assert 'torch' not in sys.modules"
     )

@@ -34,6 +34,7 @@ from probes.api.errors import AdapterError
 from probes.api.horizon import Horizon
 from probes.api.model import ModelInfo, TokenScores, check_inputs
 from txl.geometry import Geometry
+from txl.process_rank import ProcessRank, usable_cores
 
 FORWARD_BUDGET = 400 * 2**20  # bytes of activations and memory one forward plans for
 # The KV memory on a CPU plans for less: its forwards are then no slower (the main job measured
@@ -46,16 +47,13 @@ def default_threads() -> int:
     """The cores this process may use, less those other processes keep busy (the 1-minute load
     average, rounded down): oversubscribed OpenMP threads spin against each other, and on a
     shared 2-core machine one thread then evaluates 2–3× faster than two. Under torchrun the
-    ranks on this machine share them (probes.framework.ranks.local_share)."""
-    from probes.framework.provenance import cpu_count
-    from probes.framework.ranks import local_share
-
-    cores = cpu_count()
+    ranks on this machine share them."""
+    cores = usable_cores()
     try:
         busy = int(os.getloadavg()[0])
     except OSError:  # pragma: no cover - no load average on this platform
         busy = 0
-    return local_share(max(1, cores - busy))
+    return ProcessRank.from_env().share(max(1, cores - busy))
 
 
 @contextmanager

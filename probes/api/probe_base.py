@@ -77,7 +77,7 @@ class RunContext:
     bridge: Any = None
     unmatched: int = 0  # pairs that could not be kept aligned in the model's tokens (not scored)
     bins_cut: str = ""  # what auto distance bins were cut to fit the texts, and why (else "")
-    ranks: Any = None  # probes.framework.ranks.Ranks under torchrun; None: one process
+    ranks: Any = None  # txl.process_rank.ProcessRank under torchrun; None: one process
     # A resumed diagnose: the samples an interrupted run of this very measurement wrote (a probe
     # with `resumes_from_samples` skips the work they hold); [] otherwise.
     kept_samples: list = field(default_factory=list)
@@ -197,7 +197,7 @@ class Probe:
     supports_haystack: ClassVar[bool] = False
     supports_bridge: ClassVar[bool] = False
     # True: the probe scores only through probes.engine.rows.score_batches, so its items can be
-    # divided among several processes (probes.framework.ranks); others are refused under torchrun.
+    # divided among several processes (txl.process_rank); others are refused under torchrun.
     shards: ClassVar[bool] = False
     # True: the probe can pick up an interrupted run of itself from that run's samples
     # (`ctx.kept_samples`: each sample holds one step's results whole), so a resumed diagnose

@@ -87,14 +87,14 @@ def _keep_blocks(text: str) -> str:
 def _run(spec: str, values: dict, *, as_json: bool, quiet: bool) -> None:
     from probes.api.probe_base import ProbeInputError
     from probes.framework.progress import Progress
-    from probes.framework.ranks import Ranks
     from probes.framework.runner import run
+    from txl.process_rank import ProcessRank
 
     try:
         summary = run(spec, progress=Progress.auto(quiet or as_json), argv=list(sys.argv), **values)
     except ProbeInputError as e:
         raise BadInput(str(e)) from None
-    if not Ranks.from_env().is_main:  # under torchrun rank 0 prints the one result
+    if not ProcessRank.from_env().is_main:  # under torchrun rank 0 prints the one result
         return
     from probes.report.tables import print_summary
 

@@ -8,7 +8,7 @@ into one (R, N) batch (padding: the pad token, doc id −1, nothing scored).
 `score_batches` is the loop: items (pairs, texts) in a given order, as many per scoring call as
 the model's `max_rows` allows for the rows each item needs, one sample line per item appended as
 the run goes, and the progress bar advanced per call. Under several processes
-(probes.framework.ranks) the calls are the same chunks, dealt out to the ranks in turn and
+(txl.process_rank) the calls are the same chunks, dealt out to the ranks in turn and
 gathered after each round.
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from probes.api.model import max_rows
+from txl.process_rank import ProcessRank
 
 
 @dataclass
@@ -122,9 +123,8 @@ def score_batches(
     Returns records and extras indexed by item; each record is appended to samples.jsonl as
     soon as its chunk is scored (its round, under several ranks: chunk c is rank c mod N's, and
     every rank gets every chunk's results, in chunk order)."""
-    from probes.framework.ranks import ONE
 
-    ranks = ctx.ranks or ONE
+    ranks = ctx.ranks or ProcessRank()
     per_call = max(1, max_rows(ctx.model, ctx.geometry) // rows_per_item)
     costs = [work(i) for i in order] if work is not None else None
     keys = [together(i) for i in order] if together is not None else None

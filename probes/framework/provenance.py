@@ -5,12 +5,13 @@ Everything here is cheap and never fails a run: a value that cannot be found is 
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+
+from txl.process_rank import usable_cores
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # the checkout, when running from one
 PROJECT = "txl-probes"
@@ -98,18 +99,10 @@ def versions() -> dict:
     return out
 
 
-def cpu_count() -> int:
-    """Cores this process may use (the affinity mask, not the machine's total)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
 def machine() -> dict:
     return {
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": platform.processor() or None,
-        "cpu_count": cpu_count(),
+        "cpu_count": usable_cores(),
     }

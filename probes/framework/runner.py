@@ -32,9 +32,9 @@ from probes.api.probe_base import ProbeInputError, ProbeNotApplicable, RunContex
 from probes.framework.models import ModelCache, model_name, model_sources
 from probes.framework.options import RunOptions
 from probes.framework.progress import Progress
-from probes.framework.ranks import Ranks
 from probes.framework.results import SCHEMA_VERSION, RunDir, RunDirError, check_writable
 from probes.framework.summary import Summary, member_view
+from txl.process_rank import ProcessRank
 
 
 @dataclass
@@ -94,7 +94,7 @@ def prepare(
         check_writable(Path(opts.out))
     except RunDirError as e:
         raise ProbeInputError(str(e)) from None
-    ranks = Ranks.from_env()
+    ranks = ProcessRank.from_env()
     if ranks.enabled and not cls.shards:
         raise ProbeInputError(
             f"probe {cls.name} does not divide its scoring among processes (only probes that "
@@ -367,7 +367,7 @@ def run(probe: str, **options: Any) -> Summary:
     """Run a probe and return its Summary: `prepare(probe, **options)` (every option of `probe
     run`, see there), then `execute`. Raises ProbeInputError (one line) for bad input, before
     anything is written. Under torchrun every rank calls it and leaves the process group after."""
-    ranks = Ranks.from_env()
+    ranks = ProcessRank.from_env()
     try:
         return execute(prepare(probe, **options))
     finally:
@@ -433,7 +433,7 @@ def run_record(
         "threads": threads,
         "seeds": {"seed": options.seed, "namespace": "probe"},
         "n_per_group": ctx.n,
-        "processes": (ctx.ranks or Ranks()).record(),
+        "processes": (ctx.ranks or ProcessRank()).record(),
         "margin": margin_record(cls, ctx),
         "git": provenance.git_state(),
         "package_version": __version__,

@@ -11,7 +11,7 @@ from typing import Any
 from probes.api import params as params_mod
 from probes.api import registry
 from probes.framework.options import RunOptions
-from probes.framework.ranks import Ranks
+from txl.process_rank import ProcessRank
 
 # The run options diagnose takes (it runs every cache policy it needs itself, so no
 # --reset/--carry, and the cached evaluator only, with its choice of memory); `model` may be a
@@ -54,7 +54,7 @@ def check_options(skip, values: dict[str, Any]):
     from probes.api.probe_base import ProbeInputError  # lazy: numpy
     from probes.framework.results import RunDirError, check_writable  # lazy: numpy
 
-    if Ranks.from_env().enabled:
+    if ProcessRank.from_env().enabled:
         raise ProbeInputError(
             "probe diagnose runs in one process (its sweeps do not divide among processes); "
             "run it without torchrun, or run its paired probes one by one under torchrun"
