@@ -1,6 +1,6 @@
 """Every probe through the tokenizer bridge: a tiny random Llama-style model with a tokenizer of
 its own (a byte-level BPE whose separator is its eos), probed through the CLI; and the bridge's
-pairs of the edits that write over filler (evened by `probes.engine.bridge_fill`) held to the
+pairs of the edits that write over filler (evened by `probes.texts.bridged.fill`) held to the
 bridge's invariants. Needs the `hf` extra and tokenizers: `nox -s hf` runs it."""
 
 import json
@@ -30,7 +30,7 @@ def own(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bridge(own):
-    from probes.engine.bridge import Bridge
+    from probes.texts.bridged import Bridge
     from synth.language import Language
     from synth.text.tokenizer import TextTokenizer
 
@@ -102,8 +102,8 @@ def test_cross_doc_through_the_bridge_keeps_b_identical_and_its_distances_in_bin
 
 
 def _synth_pairs(bridge, edit, rng, n):
-    from probes.engine.bridge import Unmatched
     from probes.engine.fact_pairs import answer_job
+    from probes.texts.bridged import Unmatched
     from synth.edits import delete, distract, insert, topic_shift
     from synth.generate import make_example
 
@@ -174,8 +174,7 @@ def test_a_topic_shift_is_evened_with_words_of_the_new_topic(bridge):
 
 
 def test_an_edit_that_cannot_be_evened_is_unmatched_never_scored(bridge):
-    from probes.engine.bridge import Unmatched
-    from probes.engine.bridge_fill import fill
+    from probes.texts.bridged import Unmatched, fill
     from synth import make_rng
     from synth.edits import delete
     from synth.generate import make_example

@@ -206,7 +206,7 @@ def plan_by_distance(probe, ctx: RunContext, edit, alt=None, text_edit=None) -> 
     `alt(pair)`, if given, is the contrast answer. On real text (`--haystack`) the base is a
     `synth.text.facts.fact_text` and `text_edit(world, rng, base)` makes the pair; through the
     tokenizer bridge every pair is evened (`Bridge.fill`) and mapped to the model's tokens, its
-    distance fitted into its bin (`probes.engine.bridge`). A pair that cannot be matched is counted in `ctx.unmatched`."""
+    distance fitted into its bin (`probes.texts.bridged`). A pair that cannot be matched is counted in `ctx.unmatched`."""
     from synth import rng as rnd
 
     bins = distance_bins(probe.params.distance, ctx)

@@ -70,7 +70,7 @@ class RunContext:
     margin_source: str = "probe"  # "probe" | "--min-effect"
     # Real text (--haystack): the synth.text.world.TextWorld the probe writes with (lang None).
     text: Any = None
-    # A model with its own tokenizer: the probes.engine.bridge.Bridge its synth texts go through.
+    # A model with its own tokenizer: the probes.texts.bridged.Bridge its synth texts go through.
     bridge: Any = None
     unmatched: int = 0  # pairs that could not be kept aligned in the model's tokens (not scored)
     bins_cut: str = ""  # what auto distance bins were cut to fit the texts, and why (else "")

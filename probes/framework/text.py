@@ -15,7 +15,7 @@ A model reads the synth language's ids directly, or its own tokenizer's:
   ids beside a tokenizer.json of another kind);
 - a path (a tokenizer.json, or a directory holding one) says the model reads that tokenizer's ids.
 
-With a tokenizer, synthetic probes go through the tokenizer bridge (`probes.engine.bridge`), and
+With a tokenizer, synthetic probes go through the tokenizer bridge (`probes.texts.bridged`), and
 `--haystack` writes real text with it (`synth.text.world`). The token that opens every document
 (the separator) is the model's own: `--opening-token` when given, else the bos token the model
 names (its directory's files, a GGUF file's metadata), else its eos token — each only when the
@@ -262,7 +262,7 @@ class TextSetup:
 
     lang: Any  # the synth Language (None on real text)
     world: Any  # synth.text.world.TextWorld on real text, else None
-    bridge: Any  # probes.engine.bridge.Bridge for a model with its own tokenizer, else None
+    bridge: Any  # probes.texts.bridged.Bridge for a model with its own tokenizer, else None
     vocabulary: Vocabulary
     record: dict[str, Any] | None  # run.json's "text": the haystack and world, on real text
 
@@ -314,7 +314,7 @@ def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
                 "if the model reads synth ids",
                 "its texts are not mapped to a model's own tokenizer",
             )
-        from probes.engine.bridge import Bridge
+        from probes.texts.bridged import Bridge
 
         return TextSetup(lang, None, Bridge(vocab.tokenizer, lang), vocab, None)
     if not cls.supports_haystack:

@@ -22,7 +22,7 @@ shortest direct window, from the statements' room on; a window shorter than that
 Through the tokenizer bridge (a model with its own tokenizer) the distance is in model tokens
 (each base's synth distance fitted into the range) and a base is kept only when every cell's
 variant of it maps to the model's tokens (the filler right after each statement redrawn so that
-the statement and it take the tokens of the filler they overwrite, `probes.engine.bridge_fill`):
+the statement and it take the tokens of the filler they overwrite, `probes.texts.bridged.fill`):
 the cells still share their bases; a base that does not map is counted once per cell as
 unmatched.
 

@@ -20,7 +20,7 @@ not the value. Read them side by side.
 
 With `--haystack` (real text) the fact becomes a haystack run of exactly its length (`--fill`
 only). Through the tokenizer bridge (a model with its own tokenizer) the same-length filler is
-evened to the fact's length in model tokens (`probes.engine.bridge_fill`: filler words redrawn
+evened to the fact's length in model tokens (`probes.texts.bridged.fill`: filler words redrawn
 until their tokens add up to the fact's), so nothing after it moves; `--no-fill` cuts the fact's
 words out and the alignment maps every later word's tokens.
 

@@ -15,7 +15,7 @@ beside the usual delta-by-distance plot (one line per depth).
 
 Through the tokenizer bridge (a model with its own tokenizer) the distance bins are in model
 tokens (each pair's synth distance fitted into its bin), the fact and the filler right after it
-take the model tokens of the filler they overwrite (`probes.engine.bridge_fill`), and a depth is
+take the model tokens of the filler they overwrite (`probes.texts.bridged.fill`), and a depth is
 about as many model tokens of filler (`Bridge.synth_tokens`; each pair records its realised
 `depth_tokens`); pairs that cannot be mapped are counted as unmatched.
 
