@@ -50,7 +50,7 @@ class Prepared:
     options: RunOptions  # the run's options, models named (run.json, `probe rerun`)
     argv: list[str] | None
     prepare_s: float  # the time `prepare` took; a run's elapsed_s adds its own execution
-    texts: Any = None  # probes.framework.text.TextSetup: what the texts are written in
+    texts: Any = None  # probes.texts.choose.TextSetup: what the texts are written in
 
     @property
     def model(self) -> Any:
@@ -129,9 +129,9 @@ def prepare(
     lm = loaded[0]
     texts = None
     if cls.needs_language:
-        from probes.framework import text as text_mod
+        from probes.texts import choose
 
-        texts = text_mod.setup(cls, opts, sources, loaded)
+        texts = choose.setup(cls, opts, sources, loaded)
     from dataclasses import replace
 
     from probes.protocol import geometry as geometry_of
