@@ -134,15 +134,13 @@ def lead_range(text: str, ctx: RunContext) -> tuple[int, int]:
     return parse_lead(text, ctx.geometry.tgt_len)
 
 
-def base_example(
-    ctx: RunContext, rng, distance: int, lead: int, *, supported: bool = True, tail: int = 2
-):
-    """One document with one fact and its query `distance` apart (see module docstring), and
-    `tail` filler tokens after the query."""
+def base_example(lang, rng, distance: int, lead: int, *, supported: bool = True, tail: int = 2):
+    """One document of synth language `lang` with one fact and its query `distance` apart (see
+    module docstring), and `tail` filler tokens after the query."""
     from synth.generate import make_example
 
     try:
-        return make_example(ctx.lang, rng, [distance], lead=lead, supported=supported, tail=tail)
+        return make_example(lang, rng, [distance], lead=lead, supported=supported, tail=tail)
     except ValueError as e:
         raise ProbeInputError(f"cannot build an example at distance {distance}: {e}") from None
 
@@ -218,7 +216,7 @@ def plan_by_distance(probe, ctx: RunContext, edit, alt=None, text_edit=None) -> 
 
         def edits_of(distance: int, rng=rng, g=g, lead=lead):
             """A base at `distance`, and the function drawing a job (an edit) of it."""
-            base = base_example(ctx, rng, distance, lead)
+            base = base_example(ctx.lang, rng, distance, lead)
 
             def draw() -> Job:
                 pair = edit(base, rng)

@@ -167,7 +167,7 @@ class Distractor(PairedProbe):
 
         def cells_of(d: int, lead: int, b_id: int):
             """A clean base at `d`, and the function drawing its variant in every cell."""
-            base = base_example(ctx, rng, d, lead, tail=tail)
+            base = base_example(ctx.lang, rng, d, lead, tail=tail)
 
             def draw() -> list:
                 jobs = []

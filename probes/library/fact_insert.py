@@ -107,7 +107,7 @@ class FactInsert(PairedProbe):
 
                     def inserts_of(d: int, rng=rng, g=g, lead=lead, depth=depth):
                         """A base without the fact, and the function inserting it."""
-                        base = base_example(ctx, rng, d, lead, supported=False)
+                        base = base_example(ctx.lang, rng, d, lead, supported=False)
 
                         def draw():
                             pair = insert(base, rng, ctx.lang, distance=d, query=0)

@@ -102,7 +102,7 @@ class FactRebind(PairedProbe):
 
             def variants_of(distance: int, rng=rng, b=b, lead=lead, base_id=base_id):
                 """A base at `distance`, and the function drawing its three variants."""
-                base = base_example(ctx, rng, distance, lead)
+                base = base_example(ctx.lang, rng, distance, lead)
 
                 def draw() -> list:
                     jobs = []

@@ -40,6 +40,7 @@ from collections.abc import Callable
 import numpy as np
 
 from probes.engine.paired import Job
+from probes.texts.synth_ids import SynthTexts
 from synth import rng as rnd
 from synth.edits._common import doc_topic
 from synth.example import Example, Fact, Pair, Query, Span
@@ -375,3 +376,34 @@ def fill(bridge, pair: Pair, rng, *, topic: int | None = None, protect=()) -> Pa
     refilled = int((tokens != var.tokens).sum())
     return Pair(base, var.replace(tokens=tokens), alignment.astype(np.int64),
                 {**pair.meta, "bridge_refilled": refilled})  # fmt: skip
+
+
+# ---------------------------------------------------------------------- the run's texts
+
+
+class BridgedTexts(SynthTexts):
+    """Synth texts through the bridge to a model's own tokenizer: every pair evened (`fill`) and
+    mapped to the model's tokens, its distance fitted into its bin in model tokens."""
+
+    mode = "bridged"
+    reports_unmatched = True
+
+    def __init__(self, bridge: Bridge):
+        super().__init__(bridge.lang)
+        self.bridge = bridge
+
+    @property
+    def vocab(self):
+        return self.bridge.tokenizer.vocab
+
+    def record(self) -> dict:
+        return self.bridge.record()
+
+    def even(self, pair: Pair, rng) -> Pair:
+        return self.bridge.fill(pair, rng)
+
+    def fact_job(self, probe, edit, rng, group, distance, lead, bin, *, alt=None, **params):
+        def edits_of(d: int):
+            return self.fact_draw(edit, rng, group, d, lead, alt=alt, **params)
+
+        return self.bridge.fit_distance(edits_of, bin[0], bin[1], distance, self.min_distance)

@@ -32,6 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from probes.framework.probe import ProbeInputError, ProbeNotApplicable
+from probes.texts.base import Texts
+from probes.texts.bridged import Bridge, BridgedTexts
+from probes.texts.haystack import HaystackTexts
+from probes.texts.synth_ids import SynthTexts
 
 # memory per byte of haystack text (its words, their token counts): 28–30 measured on 10.5 MB
 # of prose with a 512-token BPE (the pieces encoded a chunk at a time), with a margin
@@ -260,9 +264,7 @@ def load_world(tokenizer: Any, paths: list[str], per: str | None) -> tuple[Any, 
 class TextSetup:
     """What a run writes its texts in and how the model reads them."""
 
-    lang: Any  # the synth Language (None on real text)
-    world: Any  # synth.text.world.TextWorld on real text, else None
-    bridge: Any  # probes.texts.bridged.Bridge for a model with its own tokenizer, else None
+    texts: Texts  # what the probe writes its texts with (`ctx.texts`)
     vocabulary: Vocabulary
     record: dict[str, Any] | None  # run.json's "text": the haystack and world, on real text
 
@@ -306,7 +308,7 @@ def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
                 check_language(m, lang, w, tokenizer=opts.tokenizer != "synth")
             if opts.tokenizer != "synth":
                 vocab = stateless_vocabulary(loaded, where, lang, vocab)
-            return TextSetup(lang, None, None, vocab, None)
+            return TextSetup(SynthTexts(lang), vocab, None)
         if not cls.supports_bridge:
             raise ProbeNotApplicable(
                 f"probe {cls.name} cannot map its texts to the tokens of model {where[0]!r} (it "
@@ -314,9 +316,7 @@ def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
                 "if the model reads synth ids",
                 "its texts are not mapped to a model's own tokenizer",
             )
-        from probes.texts.bridged import Bridge
-
-        return TextSetup(lang, None, Bridge(vocab.tokenizer, lang), vocab, None)
+        return TextSetup(BridgedTexts(Bridge(vocab.tokenizer, lang)), vocab, None)
     if not cls.supports_haystack:
         raise ProbeNotApplicable(
             f"probe {cls.name} does not write real text; drop --haystack",
@@ -330,4 +330,4 @@ def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
             "language (train one with probe train --text, or give --tokenizer PATH)"
         )
     world, record = load_world(vocab.tokenizer, paths, opts.haystack_documents)
-    return TextSetup(None, world, None, vocab, record)
+    return TextSetup(HaystackTexts(world), vocab, record)
