@@ -197,10 +197,13 @@ class Probe:
     # True: the probe runs every cache policy itself (reset and carry on the same tokens), so a
     # run's --reset/--carry would mean nothing; the runner refuses it (exit 2).
     runs_every_policy: ClassVar[bool] = False
-    # Whether the probe writes real text (`--haystack`: `ctx.text`) and whether its synth texts
-    # can go through the tokenizer bridge of a model with its own tokenizer (`ctx.bridge`).
-    supports_haystack: ClassVar[bool] = False
-    supports_bridge: ClassVar[bool] = False
+    # The text modes the probe writes (`ctx.texts`), each with the options of a smoke run sized
+    # for a tiny test model: "synth" (synth ids), "haystack" (real text, --haystack), "bridged"
+    # (synth text through a model's own tokenizer). A mode it lacks is refused; the tests run
+    # every probe in every mode it declares.
+    smoke: ClassVar[dict[str, dict[str, Any]]] = {"synth": {}}
+    # The names of the self-checks its Outcome carries (a failed one makes `probe run` exit 1).
+    self_checks: ClassVar[tuple[str, ...]] = ()
     # True: the probe scores only through probes.engine.rows.score_batches, so its items can be
     # divided among several processes (probes.framework.ranks); others are refused under torchrun.
     shards: ClassVar[bool] = False

@@ -103,7 +103,10 @@ class Distractor(PairedProbe):
 
     default_n = 24
     quick_n = 6
-    supports_bridge = True  # every cell's variant of a base mapped, statements evened by filler
+    smoke: ClassVar[dict] = {
+        "synth": {"distance": "48-64"},
+        "bridged": {"k": "1,2", "distance": "150-250"},
+    }
     finding = "distractors interfere"
     finding_sign = 1  # Δ > 0: the answer got less likely with the distractors
     opposite = "distractors help the answer"

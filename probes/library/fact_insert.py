@@ -72,7 +72,7 @@ class FactInsert(PairedProbe):
 
     default_n = 16
     quick_n = 4
-    supports_bridge = True  # the inserted fact evened to the filler it overwrites
+    smoke: ClassVar[dict] = {"synth": {}, "bridged": {"depth": "8,64"}}
     finding = "the inserted fact helps"
     finding_sign = 1  # Δ > 0: the answer is likelier with the inserted fact
     opposite = "the inserted fact hurts the answer"

@@ -67,8 +67,7 @@ class FactRebind(PairedProbe):
     """Keyed lookup vs copy: the fact's value kept but rebound, deleted, or swapped."""
 
     Params = FactParams  # distance bins and the fact's lead, nothing of its own
-    supports_bridge = True  # a base with all three variants mapped
-    supports_haystack = True  # real text: synth.text.facts' rebind, delete and swap edits
+    smoke: ClassVar[dict] = {"synth": {}, "haystack": {"distance": "40-60"}, "bridged": {}}
 
     default_n = 24
     quick_n = 6

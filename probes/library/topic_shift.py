@@ -95,8 +95,11 @@ class TopicShift(PairedProbe):
     opposite = "the filler is likelier after distant text of another topic"
     columns = (DISTANCE, Column("tokens", "tokens", identifies=True), *STATS, *ACCURACY, *REACH)
     plot_series = "tokens"
-    supports_haystack = True  # real text: synth.text.contexts.topic_shift
-    supports_bridge = True  # the region evened with words of the new topic
+    smoke: ClassVar[dict] = {
+        "synth": {},
+        "haystack": {"region": 24, "distance": "8-12"},
+        "bridged": {},
+    }
     delta_doc = (
         "mean over the scored tokens of NLL(variant: distant filler of another topic) − "
         "NLL(base), nats"

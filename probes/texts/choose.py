@@ -309,7 +309,7 @@ def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
             if opts.tokenizer != "synth":
                 vocab = stateless_vocabulary(loaded, where, lang, vocab)
             return TextSetup(SynthTexts(lang), vocab, None)
-        if not cls.supports_bridge:
+        if "bridged" not in cls.smoke:
             raise ProbeNotApplicable(
                 f"probe {cls.name} cannot map its texts to the tokens of model {where[0]!r} (it "
                 "reads its own tokenizer); give --haystack for real text, or --tokenizer synth "
@@ -317,7 +317,7 @@ def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
                 "its texts are not mapped to a model's own tokenizer",
             )
         return TextSetup(BridgedTexts(Bridge(vocab.tokenizer, lang)), vocab, None)
-    if not cls.supports_haystack:
+    if "haystack" not in cls.smoke:
         raise ProbeNotApplicable(
             f"probe {cls.name} does not write real text; drop --haystack",
             "it does not write real text",
