@@ -5,14 +5,30 @@ own tokenizer (`BridgedTexts`). A probe asks for its pairs and never tests which
 A fact job is drawn in one call, `fact_job`: a base with one fact `distance` tokens before its
 answer, the named edit (`synth.edits`) applied to it — on real text the edit's real-text
 realisation (`probes.texts.real_edits`) — and the Job scoring the answer. None: the pair could
-not be kept aligned in the model's tokens (the run counts it in `ctx.unmatched`).
+not be kept aligned in the model's tokens (the run counts it in `ctx.unmatched`). `fact_jobs`
+draws several edits (`Variant`s) of one base, kept or dropped together.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from probes.engine.paired import Job
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One edit of a base: its group, the edit's name and parameters, what its samples record
+    (`info`), its answer's contrast value (`alt(pair)`) and the base it shares (`base_id`)."""
+
+    group: int
+    edit: str
+    params: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    alt: Callable | None = None
+    base_id: int | None = None
 
 
 class Texts:
@@ -54,4 +70,14 @@ class Texts:
         """The job of one fact pair of probe `probe` (module docstring): edit `edit` with
         `params`, `alt(pair)` the answer's contrast value (None: none), `lead` filler before
         the fact, its distance drawn in `bin` at `distance`."""
+        v = Variant(group, edit, params, {"lead": lead}, alt)
+        jobs = self.fact_jobs(probe, [v], rng, distance, lead, bin)
+        return None if jobs is None else jobs[0]
+
+    def fact_jobs(
+        self, probe: str, variants: list[Variant], rng, distance: int, lead: int,
+        bin: tuple[int, int],
+    ) -> list[Job] | None:  # fmt: skip
+        """The jobs of `variants`, every one an edit of one base (`fact_job`); None when any of
+        them does not stay aligned in the model's tokens."""
         raise NotImplementedError

@@ -402,8 +402,8 @@ class BridgedTexts(SynthTexts):
     def even(self, pair: Pair, rng) -> Pair:
         return self.bridge.fill(pair, rng)
 
-    def fact_job(self, probe, edit, rng, group, distance, lead, bin, *, alt=None, **params):
+    def fact_jobs(self, probe, variants, rng, distance, lead, bin):
         def edits_of(d: int):
-            return self.fact_draw(edit, rng, group, d, lead, alt=alt, **params)
+            return self.fact_draw(variants, rng, d, lead)
 
         return self.bridge.fit_distance(edits_of, bin[0], bin[1], distance, self.min_distance)

@@ -32,18 +32,21 @@ class HaystackTexts(Texts):
         n = self.world.haystack.n_tokens
         return [(n, f"the haystack's {n:,} tokens")]
 
-    def fact_job(self, probe, edit, rng, group, distance, lead, bin, *, alt=None, **params):
-        real = REAL_EDITS.get(edit)
-        if real is None:
+    def fact_jobs(self, probe, variants, rng, distance, lead, bin):
+        missing = [v.edit for v in variants if v.edit not in REAL_EDITS]
+        if missing:
             raise ProbeInputError(f"probe {probe} does not write real text yet; drop --haystack")
         try:
             base = fact_text(self.world, rng, [distance], lead=lead)
-            pair = real(self.world, rng, base, **params)
+            pairs = [REAL_EDITS[v.edit](self.world, rng, base, **v.params) for v in variants]
         except Misaligned:
             return None
         except ProbeInputError:
             raise
         except ValueError as e:
             raise ProbeInputError(f"cannot build a text at distance {distance}: {e}") from None
-        job_alt = None if alt is None else alt(pair)
-        return answer_job(group, pair, base, {"lead": lead}, alt=job_alt)
+        return [
+            answer_job(v.group, pair, base, v.info, alt=None if v.alt is None else v.alt(pair),
+                       base_id=v.base_id)
+            for v, pair in zip(variants, pairs, strict=True)
+        ]  # fmt: skip

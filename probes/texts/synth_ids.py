@@ -6,7 +6,7 @@ from typing import Any
 
 from probes.engine.fact_pairs import answer_job, base_example
 from probes.engine.paired import Job
-from probes.texts.base import Texts
+from probes.texts.base import Texts, Variant
 from synth.edits import EDITS
 from synth.generate import MIN_DISTANCE
 
@@ -26,22 +26,23 @@ class SynthTexts(Texts):
     def min_distance(self) -> int:
         return MIN_DISTANCE
 
-    def fact_draw(self, edit: str, rng, group: int, distance: int, lead: int, *, alt=None,
-                  **params):  # fmt: skip
-        """A base at `distance` (drawn now), and the function drawing a job (an edit) of it;
-        `even(pair, rng)` (the bridge's) evens the edit first."""
+    def fact_draw(self, variants: list[Variant], rng, distance: int, lead: int):
+        """A base at `distance` (drawn now), and the function drawing the jobs of its variants
+        (each edit evened first by `even`: the bridge's)."""
         base = base_example(self.lang, rng, distance, lead)
-        make = EDITS[edit]
 
-        def draw() -> Job:
-            pair = self.even(make(base, rng, self.lang, **params), rng)
-            job_alt = None if alt is None else alt(pair)
-            return answer_job(group, pair, base, {"lead": lead}, alt=job_alt)
+        def draw() -> list[Job]:
+            jobs = []
+            for v in variants:
+                pair = self.even(EDITS[v.edit](base, rng, self.lang, **v.params), rng)
+                alt = None if v.alt is None else v.alt(pair)
+                jobs.append(answer_job(v.group, pair, base, v.info, alt=alt, base_id=v.base_id))
+            return jobs
 
         return draw
 
     def even(self, pair, rng):
         return pair
 
-    def fact_job(self, probe, edit, rng, group, distance, lead, bin, *, alt=None, **params):
-        return self.fact_draw(edit, rng, group, distance, lead, alt=alt, **params)()
+    def fact_jobs(self, probe, variants, rng, distance, lead, bin):
+        return self.fact_draw(variants, rng, distance, lead)()
