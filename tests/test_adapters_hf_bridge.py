@@ -1,6 +1,6 @@
 """Every probe through the tokenizer bridge: a tiny random Llama-style model with a tokenizer of
 its own (a byte-level BPE whose separator is its eos), probed through the CLI; and the bridge's
-pairs of the edits that write over filler (evened by `probes.engine.bridge_fill`) held to the
+pairs of the edits that write over filler (evened by `probes.texts.bridged.fill`) held to the
 bridge's invariants. Needs the `hf` extra and tokenizers: `nox -s hf` runs it."""
 
 import json
@@ -15,6 +15,7 @@ REQUIRED = os.environ.get("TXL_REQUIRE_HF") == "1"
 transformers = __import__("transformers") if REQUIRED else pytest.importorskip("transformers")
 require_tokenizers()
 
+import probe_smoke  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 
 from probes.cli.main import cli  # noqa: E402
@@ -30,7 +31,7 @@ def own(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bridge(own):
-    from probes.engine.bridge import Bridge
+    from probes.texts.bridged import Bridge
     from synth.language import Language
     from synth.text.tokenizer import TextTokenizer
 
@@ -38,26 +39,25 @@ def bridge(own):
     return Bridge(tok, Language.default())
 
 
-# probe, its options, pairs drawn per bin (pairs per base), whether samples carry distances
+# every probe that declares the bridge, at its smoke options, and fact-delete --no-fill (its
+# length-changing edit); a paired probe draws one pair per bin and records distances
 PROBES = [
-    ("fact-delete", [], 1, True),
-    ("fact-delete", ["--no-fill"], 1, True),
-    ("fact-rebind", [], 1, True),
-    ("fact-update", [], 1, True),
-    ("distractor", ["--k", "1,2", "--distance", "150-250"], 1, True),
-    ("fact-insert", ["--depth", "8,64"], 1, True),
-    ("topic-shift", [], 1, True),
-    ("cross-doc", [], 1, False),
-    ("context-sweep", ["--contexts", "1,16,64"], 0, False),
-    ("recl", ["--tgt-len", "32"], 0, False),
-    ("speed", ["--lengths", "16,64", "--tokens", "16", "--repeats", "1"], 0, False),
+    *((name, probe_smoke.cli_args(name, "bridged")) for name in probe_smoke.in_mode("bridged")),
+    ("fact-delete", ["--no-fill"]),
 ]
 
 
-@pytest.mark.parametrize(("probe", "extra", "paired", "distances"), PROBES,
-                         ids=[" ".join([p, *e[:1]]) for p, e, _, _ in PROBES])  # fmt: skip
+def paired(name: str) -> bool:
+    from probes.api import registry
+    from probes.engine.paired import PairedProbe
+
+    return issubclass(registry.get(name), PairedProbe)
+
+
+@pytest.mark.parametrize(("probe", "extra"), PROBES,
+                         ids=[" ".join([p, *e[:1]]) for p, e in PROBES])  # fmt: skip
 def test_every_probe_runs_through_the_bridge_with_distances_in_model_tokens_and_unmatched_counted(
-    own, tmp_path, probe, extra, paired, distances
+    own, tmp_path, probe, extra
 ):
     r = CliRunner().invoke(cli, ["run", probe, "--model", str(own), "--evaluator", "stream",
                                  "--mem", "64", *extra, "--out", str(tmp_path), "--n", str(N),
@@ -69,14 +69,13 @@ def test_every_probe_runs_through_the_bridge_with_distances_in_model_tokens_and_
     assert "model_tokens_per_synth_token" in run["bridge"]
     assert all(c["status"] != "failed" for c in doc["checks"].values())
     unmatched = doc["metrics"]["unmatched_pairs"]
-    if paired:  # every pair drawn is scored or counted
+    if paired(probe):  # every pair drawn is scored or counted
         per_bin = N
         cells = {json.dumps({k: v for k, v in b.items() if k in ("distance_lo", "distance_hi",
                  "variant", "kind", "k", "depth", "tokens")}) for b in doc["bins"]}  # fmt: skip
-        if probe != "cross-doc":
-            assert doc["n_pairs"] + unmatched == per_bin * len(cells)
+        assert doc["n_pairs"] + unmatched == per_bin * len(cells)
         assert doc["n_pairs"] >= 2
-    if distances:  # distances in the model's tokens, inside their bins
+    if paired(probe):  # distances in the model's tokens, inside their bins
         lines = (Path(doc["run_dir"]) / "samples.jsonl").read_text().splitlines()
         samples = [json.loads(x) for x in lines]
         ranges = {(b["distance_lo"], b["distance_hi"]) for b in doc["bins"]}
@@ -102,8 +101,8 @@ def test_cross_doc_through_the_bridge_keeps_b_identical_and_its_distances_in_bin
 
 
 def _synth_pairs(bridge, edit, rng, n):
-    from probes.engine.bridge import Unmatched
     from probes.engine.fact_pairs import answer_job
+    from probes.texts.bridged import Unmatched
     from synth.edits import delete, distract, insert, topic_shift
     from synth.generate import make_example
 
@@ -174,8 +173,7 @@ def test_a_topic_shift_is_evened_with_words_of_the_new_topic(bridge):
 
 
 def test_an_edit_that_cannot_be_evened_is_unmatched_never_scored(bridge):
-    from probes.engine.bridge import Unmatched
-    from probes.engine.bridge_fill import fill
+    from probes.texts.bridged import Unmatched, fill
     from synth import make_rng
     from synth.edits import delete
     from synth.generate import make_example
@@ -202,14 +200,14 @@ from probes.library.fact_swap import FactSwap
 class SynthOnly(FactSwap):
     """fact-swap's pairs, declared without the tokenizer bridge."""
 
-    supports_bridge = False
+    smoke = {"synth": {}}
 '''
 
 
 def test_a_probe_that_does_not_declare_the_bridge_refuses_a_model_with_its_own_tokenizer(
     own, tmp_path
 ):
-    """A probe from outside the package that does not set `supports_bridge` is refused in one
+    """A probe from outside the package whose `smoke` does not declare "bridged" is refused in one
     line (exit 2) for a model reading its own tokenizer, and nothing is written."""
     plugin = tmp_path / "synth_only.py"
     plugin.write_text(PLUGIN)

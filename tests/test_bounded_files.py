@@ -74,7 +74,7 @@ def test_missing_loop_and_unparsable_files_are_one_line_each(tmp_path):
 
 def test_a_haystack_fifo_is_refused_as_a_fifo_not_as_missing(tmp_path):
     from probes.api.probe_base import ProbeInputError
-    from probes.framework.text import load_world
+    from probes.texts.choose import load_world
 
     fifo = tmp_path / "hay.txt"
     os.mkfifo(fifo)

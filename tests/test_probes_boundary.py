@@ -18,6 +18,7 @@ from probes.api.probe_base import RunContext
 from probes.cli.main import cli
 from probes.library.boundary import Boundary
 from probes.testing import tiny_checkpoint
+from probes.texts.synth_ids import SynthTexts
 from synth.language import Language
 
 torch.set_num_threads(1)
@@ -25,7 +26,7 @@ torch.set_num_threads(1)
 
 def run_planted(model, n=6, **params):
     g = model.default_geometry()
-    ctx = RunContext(model, g, horizon(model, g), Language.default(), n=n, seed=0)
+    ctx = RunContext(model, g, horizon(model, g), SynthTexts(Language.default()), n=n, seed=0)
     p = Boundary(pm.build(Boundary.Params, params))
     p.plan(ctx)
     return p.execute(ctx)

@@ -17,6 +17,7 @@ from probes.api.probe_base import RunContext
 from probes.cli.main import cli
 from probes.library.context_sweep import ContextSweep, effective_context
 from probes.testing import tiny_checkpoint
+from probes.texts.synth_ids import SynthTexts
 from synth.language import Language
 
 torch.set_num_threads(1)
@@ -25,7 +26,7 @@ torch.set_num_threads(1)
 def test_truncation_retrieves_only_facts_within_c_and_streaming_sees_further():
     m = PlantedModel(tgt_len=16, mem_len=16, sigma=0.2, copy=3.0)
     g = m.default_geometry()
-    ctx = RunContext(m, g, horizon(m, g), Language.default(), n=4, seed=0)
+    ctx = RunContext(m, g, horizon(m, g), SynthTexts(Language.default()), n=4, seed=0)
     p = ContextSweep(pm.build(ContextSweep.Params, {"contexts": "2,8,32,64,128"}))
     p.plan(ctx)
     out = p.execute(ctx)
@@ -127,7 +128,7 @@ def test_the_opening_token_takes_a_position_of_the_window():
 
     m = _Positions(tgt_len=16, mem_len=48, sigma=0.2, copy=3.0)
     g = m.default_geometry()
-    ctx = RunContext(m, g, horizon(m, g), Language.default(), n=2, seed=0)
+    ctx = RunContext(m, g, horizon(m, g), SynthTexts(Language.default()), n=2, seed=0)
     auto = ContextSweep(pm.build(ContextSweep.Params, {}))
     auto.plan(ctx)
     assert auto.contexts[-1] == 39  # 64 (mem + tgt) cut so the opening token fits in 40

@@ -17,6 +17,7 @@ from probes.api.probe_base import RunContext
 from probes.cli.main import cli
 from probes.library.cross_doc import CrossDoc
 from probes.testing import tiny_checkpoint
+from probes.texts.synth_ids import SynthTexts
 from synth.language import Language
 
 torch.set_num_threads(1)
@@ -60,7 +61,7 @@ def test_planted_model_reset_exact_and_carry_exchangeable():
     lang = Language.default()
     m = PlantedModel(tgt_len=16, mem_len=16, sigma=0.5)
     g = m.default_geometry()
-    ctx = RunContext(m, g, horizon(m, g), lang, n=6, seed=1)
+    ctx = RunContext(m, g, horizon(m, g), SynthTexts(lang), n=6, seed=1)
     p = CrossDoc(pm.build(CrossDoc.Params, {"distance": "2-8"}))
     p.plan(ctx)
     out = p.execute(ctx)
@@ -93,7 +94,7 @@ def test_pairs_keep_b_identical_and_place_the_conflict_at_the_distance(models):
 
     lm = adapters.load(models["mem"])
     g = lm.default_geometry()
-    ctx = RunContext(lm, g, horizon(lm, g), Language.default(), n=5, seed=3)
+    ctx = RunContext(lm, g, horizon(lm, g), SynthTexts(Language.default()), n=5, seed=3)
     p = CrossDoc(pm.build(CrossDoc.Params, {"distance": "5-9"}))
     p.plan(ctx)
     lang = ctx.lang

@@ -15,6 +15,7 @@ from probes.api.model import LossModel, geometry, horizon
 from probes.api.probe_base import RunContext
 from probes.engine.paired import Job, PairedProbe
 from probes.testing import tiny_checkpoint
+from probes.texts.synth_ids import SynthTexts
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +122,7 @@ def test_identical_pair_gives_delta_exactly_zero(models, evaluator):
 
     lm = adapters.load(models["mem"], evaluator=evaluator)
     g = lm.default_geometry()
-    ctx = RunContext(lm, g, horizon(lm, g), Language.default(), n=6, seed=0)
+    ctx = RunContext(lm, g, horizon(lm, g), SynthTexts(Language.default()), n=6, seed=0)
     p = IdentityProbe(None)
     p.plan(ctx)
     out = p.execute(ctx)

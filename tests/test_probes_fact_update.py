@@ -15,6 +15,7 @@ from probes.api.model import horizon
 from probes.api.probe_base import RunContext
 from probes.library.fact_update import FactUpdate
 from probes.testing import tiny_checkpoint
+from probes.texts.synth_ids import SynthTexts
 from synth.language import Language
 
 torch.set_num_threads(1)
@@ -22,7 +23,7 @@ torch.set_num_threads(1)
 
 def planned(model, n=6, **params):
     g = model.default_geometry()
-    ctx = RunContext(model, g, horizon(model, g), Language.default(), n=n, seed=0)
+    ctx = RunContext(model, g, horizon(model, g), SynthTexts(Language.default()), n=n, seed=0)
     p = FactUpdate(pm.build(FactUpdate.Params, params))
     p.plan(ctx)
     return p, ctx

@@ -5,20 +5,15 @@ segment after its document boundary then reads the text before it."""
 
 from dataclasses import replace
 
+import probe_smoke
 import pytest
 
 import probes
 from probes.testing import tiny_checkpoint
 
-CHECKED = (
-    "fact-swap", "fact-delete", "fact-insert", "fact-rebind", "distractor", "fact-update",
-    "topic-shift",
-)  # fmt: skip
-
-
-# distractor's auto distance must lie in the direct window (9 tokens here), too short for its
-# statements: an explicit range, since the check looks at the filler past the answer anyway
-OPTIONS = {"distractor": {"distance": "48-64"}}
+# every probe with a beyond-reach zero check, at its smoke options (distractor's: a distance
+# past the direct window, 9 tokens here, which is too short for its statements)
+CHECKED = probe_smoke.with_check("beyond_reach_zero")
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +34,11 @@ def leaky(tmp_path_factory):
     return lm
 
 
-@pytest.mark.parametrize("name", [*CHECKED, "cross-doc"])
+@pytest.mark.parametrize("name", CHECKED)
 def test_a_model_with_a_hidden_longer_memory_fails_the_beyond_reach_check(name, leaky, tmp_path):
     s = probes.run(
         name, model=leaky, quick=True, out=tmp_path, progress=False, threads=1,
-        **OPTIONS.get(name, {}),
+        **probe_smoke.options(name, "synth"),
     )  # fmt: skip
     check = s.checks["beyond_reach_zero"]
     assert check["status"] == "failed" and check["covered"] > 0, check
@@ -51,12 +46,12 @@ def test_a_model_with_a_hidden_longer_memory_fails_the_beyond_reach_check(name, 
     assert "CHECK FAILED: beyond_reach_zero" in s.verdict
 
 
-@pytest.mark.parametrize("name", [*CHECKED, "cross-doc"])
+@pytest.mark.parametrize("name", CHECKED)
 def test_the_same_model_without_the_leak_passes_with_tokens_checked(name, tmp_path):
     path = tiny_checkpoint(tmp_path / "tiny", mem_len=8, tgt_len=8)
     s = probes.run(
         name, model=str(path), quick=True, out=tmp_path, progress=False, threads=1,
-        **OPTIONS.get(name, {}),
+        **probe_smoke.options(name, "synth"),
     )  # fmt: skip
     check = s.checks["beyond_reach_zero"]
     assert check["status"] == "passed" and check["covered"] > 0, check

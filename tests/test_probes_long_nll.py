@@ -53,13 +53,14 @@ def test_a_cut_context_costs_exactly_where_fewer_tokens_are_visible():
     from probes.api.model import horizon
     from probes.api.probe_base import RunContext
     from probes.library.long_nll import LongNLL
+    from probes.texts.synth_ids import SynthTexts
     from synth.language import Language
 
     curves = {}
     for mem in (0, 16):
         m = PlantedModel(tgt_len=16, mem_len=mem, noise="token", boundary_nats=2.0, boundary_len=4)
         g = m.default_geometry()
-        ctx = RunContext(m, g, horizon(m, g), Language.default(), n=2, seed=0)
+        ctx = RunContext(m, g, horizon(m, g), SynthTexts(Language.default()), n=2, seed=0)
         p = LongNLL(pm.build(LongNLL.Params, {"length": 160}))
         p.plan(ctx)
         curves[mem] = p.execute(ctx).arrays["nll"].reshape(2, -1)

@@ -19,6 +19,7 @@ from probes.api.model import horizon
 from probes.api.probe_base import RunContext
 from probes.engine.paired import Job
 from probes.library.fact_update import FactUpdate
+from probes.texts.synth_ids import SynthTexts
 from synth.example import Pair
 from synth.language import Language
 
@@ -44,7 +45,7 @@ def replica(job: Job, rep: int) -> Job:
 def test_verdict_rule_false_positive_rate_on_null_pairs_is_at_most_alpha():
     model = PlantedModel(tgt_len=8, mem_len=16, n_layer=1, sigma=1.0)  # no effect planted
     g = model.default_geometry()
-    ctx = RunContext(model, g, horizon(model, g), Language.default(), n=N_PAIRS, seed=0)
+    ctx = RunContext(model, g, horizon(model, g), SynthTexts(Language.default()), n=N_PAIRS, seed=0)
     probe = Deltas(pm.build(Deltas.Params, {"distance": "16-17", "answer_distance": 6}))
     probe.plan(ctx)
     assert all(j.distance <= 17 for j in probe.jobs)  # the stale fact is within reach: not 0

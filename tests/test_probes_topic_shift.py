@@ -12,6 +12,7 @@ from probes.api.model import horizon
 from probes.api.probe_base import RunContext
 from probes.library.topic_shift import TopicShift
 from probes.testing import tiny_checkpoint
+from probes.texts.synth_ids import SynthTexts
 from synth.language import Language
 
 torch.set_num_threads(1)
@@ -19,7 +20,7 @@ torch.set_num_threads(1)
 
 def planned(model, n=4, **params):
     g = model.default_geometry()
-    ctx = RunContext(model, g, horizon(model, g), Language.default(), n=n, seed=0)
+    ctx = RunContext(model, g, horizon(model, g), SynthTexts(Language.default()), n=n, seed=0)
     p = TopicShift(pm.build(TopicShift.Params, params))
     p.plan(ctx)
     return p, ctx

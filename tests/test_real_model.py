@@ -230,7 +230,7 @@ def test_under_reset_document_b_is_independent_of_as_content(
 
 def test_the_opening_token_is_the_models_bos_unless_told(full):
     from probes.api.probe_base import ProbeInputError
-    from probes.framework.text import model_vocabulary
+    from probes.texts.choose import model_vocabulary
 
     auto = model_vocabulary(full, None, "smollm2")
     assert auto.record()["opening_token"] == "<|im_start|>"
@@ -309,7 +309,7 @@ def vocab_id(full, token: str) -> int:
 def test_a_gguf_models_tokenizer_may_be_given_with_tokenizer(full, tmp_path):
     """--tokenizer PATH instead of the file's own (a tokenizer.json saved beside it, say): read,
     opened with its directory's bos, recorded as the origin."""
-    from probes.framework.text import model_vocabulary
+    from probes.texts.choose import model_vocabulary
 
     (tmp_path / "tokenizer.json").write_text(json.dumps(full.tokenizer))
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<|endoftext|>"}))

@@ -91,7 +91,7 @@ from text_helpers import small_bpe
 tok = small_bpe(512)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 if sys.argv[2] == "haystack":
-    from probes.framework.text import HAYSTACK_BYTES_FACTOR as factor, load_world
+    from probes.texts.choose import HAYSTACK_BYTES_FACTOR as factor, load_world
     load_world(tok, [sys.argv[3]], None)
 else:
     from probes.training.text_data import BYTES_FACTOR as factor, load_text, text_table

@@ -404,7 +404,7 @@ def gguf_tokenizer(file: Path, path) -> tuple[dict, dict]:
 def stated_tokenizer(path: Path) -> dict | None:
     """The directory's tokenizer.json as a JSON object (a synth language for a model trained
     here, a tokenizers-format tokenizer for a model with its own), or None; which one it is,
-    and what the model reads, `probes.framework.text` decides by its content."""
+    and what the model reads, `probes.texts.choose` decides by its content."""
     f = path / "tokenizer.json"
     if not f.is_file():
         return None

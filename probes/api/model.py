@@ -51,11 +51,11 @@ Optional capabilities, used when present:
   the model from a `--mem` given to the models beside it (`probes.framework.models.carries_state`).
 - `special_tokens: dict`: the bos and eos tokens a model names when no tokenizer directory does
   (a GGUF file's own), read to choose the token that opens each document
-  (`probes.framework.text.special_tokens`).
+  (`probes.texts.choose.special_tokens`).
 - `tokenizer_origin: str`: where the model's tokenizer came from when it is not a
   tokenizer.json beside the weights (rebuilt from a GGUF file): recorded as the vocabulary's
   origin, and a `--tokenizer` given for such a model is not held to the rebuilt JSON's sha256
-  (`probes.framework.text.model_vocabulary`).
+  (`probes.texts.choose.model_vocabulary`).
 
 This module imports no torch.
 """

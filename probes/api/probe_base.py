@@ -61,7 +61,7 @@ class RunContext:
     model: Any  # a probes.api.model.LossModel
     geometry: Any  # txl.geometry.Geometry
     horizon: Any  # probes.api.horizon.Horizon
-    lang: Any  # synth.language.Language (None for probes that need no synth text)
+    texts: Any  # probes.texts.base.Texts: what the probe writes its texts with (None: none)
     n: int  # pairs per group
     seed: int
     quick: bool = False
@@ -71,10 +71,6 @@ class RunContext:
     group: list = field(default_factory=list)
     margin: float = 0.05  # the run's minimum effect (the probe's, or --min-effect)
     margin_source: str = "probe"  # "probe" | "--min-effect"
-    # Real text (--haystack): the synth.text.world.TextWorld the probe writes with (lang None).
-    text: Any = None
-    # A model with its own tokenizer: the probes.engine.bridge.Bridge its synth texts go through.
-    bridge: Any = None
     unmatched: int = 0  # pairs that could not be kept aligned in the model's tokens (not scored)
     bins_cut: str = ""  # what auto distance bins were cut to fit the texts, and why (else "")
     ranks: Any = None  # txl.process_rank.ProcessRank under torchrun; None: one process
@@ -85,11 +81,22 @@ class RunContext:
     @property
     def vocab(self):
         """The ids the model reads: pad, separator (`<eod>` or the tokenizer's) and size."""
-        if self.text is not None:
-            return self.text.vocab
-        if self.bridge is not None:
-            return self.bridge.tokenizer.vocab
-        return self.lang.vocab
+        return self.texts.vocab
+
+    @property
+    def lang(self):
+        """The synth Language of the texts (None on real text)."""
+        return None if self.texts is None else self.texts.lang
+
+    @property
+    def text(self):
+        """Real text (--haystack): the synth.text.world.TextWorld of the texts, else None."""
+        return None if self.texts is None else self.texts.world
+
+    @property
+    def bridge(self):
+        """A model with its own tokenizer: the bridge its synth texts go through, else None."""
+        return None if self.texts is None else self.texts.bridge
 
     def require_matched(self, probe: str, planned: int) -> None:
         """Refuse (bad input, one line) a run on real text or through the tokenizer bridge in
@@ -111,9 +118,8 @@ class RunContext:
         longest = fn(self.geometry) if fn is not None else None
         if longest is not None:
             out.append((longest, f"the model's {longest:,} positions"))
-        if self.text is not None:
-            n = self.text.haystack.n_tokens
-            out.append((n, f"the haystack's {n:,} tokens"))
+        if self.texts is not None:
+            out.extend(self.texts.length_limits())
         return out
 
     @property
@@ -192,10 +198,13 @@ class Probe:
     # True: the probe runs every cache policy itself (reset and carry on the same tokens), so a
     # run's --reset/--carry would mean nothing; the runner refuses it (exit 2).
     runs_every_policy: ClassVar[bool] = False
-    # Whether the probe writes real text (`--haystack`: `ctx.text`) and whether its synth texts
-    # can go through the tokenizer bridge of a model with its own tokenizer (`ctx.bridge`).
-    supports_haystack: ClassVar[bool] = False
-    supports_bridge: ClassVar[bool] = False
+    # The text modes the probe writes (`ctx.texts`), each with the options of a smoke run sized
+    # for a tiny test model: "synth" (synth ids), "haystack" (real text, --haystack), "bridged"
+    # (synth text through a model's own tokenizer). A mode it lacks is refused; the tests run
+    # every probe in every mode it declares.
+    smoke: ClassVar[dict[str, dict[str, Any]]] = {"synth": {}}
+    # The names of the self-checks its Outcome carries (a failed one makes `probe run` exit 1).
+    self_checks: ClassVar[tuple[str, ...]] = ()
     # True: the probe scores only through probes.engine.rows.score_batches, so its items can be
     # divided among several processes (txl.process_rank); others are refused under torchrun.
     shards: ClassVar[bool] = False

@@ -78,10 +78,10 @@ def pair_arrays(ctx: RunContext, shape: TextShape, rng, group: int, gap: int) ->
 
 
 def bridged_draw(ctx: RunContext, shape: TextShape, rng, group: int, gap: int):
-    """The bridge's draw (probes.engine.bridge.Bridge.fit) of a pair at synth gap `gap` in the
+    """The bridge's draw (probes.texts.bridged.Bridge.fit) of a pair at synth gap `gap` in the
     model's tokens: the foreign document's filler is evened to A's model tokens, so B's tokens
     sit at the same positions after either. -> draw() -> (pair, synth gap, gap in model tokens)."""
-    from probes.engine.bridge import Unmatched
+    from probes.texts.bridged import Unmatched
     from synth.example import Pair
 
     bridge = ctx.bridge

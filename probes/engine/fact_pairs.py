@@ -67,9 +67,7 @@ class FactParams(DistanceParams):
 def min_distance(ctx: RunContext) -> int:
     """The shortest fact → answer distance the run's texts allow: the synth language's, or on
     real text the longest query prefix plus one (`synth.text.world`)."""
-    from synth.generate import MIN_DISTANCE
-
-    return ctx.text.min_distance if ctx.text is not None else MIN_DISTANCE
+    return ctx.texts.min_distance
 
 
 # Tokens a fact-probe row holds besides the distance: <eod>, the lead (at most `auto`'s
@@ -121,8 +119,7 @@ def distance_bins(text: str, ctx: RunContext, minimum: int | None = None) -> lis
             kept = [(max(lo, lowest), hi) for lo, hi in bins if hi > lowest + 1]
             bins = kept or [(lowest, lowest + 8)]
         else:
-            real = ctx.text is not None and minimum is None
-            where = " on real text (the longest query's prefix)" if real else ""
+            where = ctx.texts.min_distance_why if minimum is None else ""
             raise ProbeInputError(
                 f"--distance {text!r}: distances start at {lowest}{where} (a fact ends at least "
                 f"{lowest} tokens before its answer); e.g. {lowest}-{lowest + 60}"
@@ -134,15 +131,13 @@ def lead_range(text: str, ctx: RunContext) -> tuple[int, int]:
     return parse_lead(text, ctx.geometry.tgt_len)
 
 
-def base_example(
-    ctx: RunContext, rng, distance: int, lead: int, *, supported: bool = True, tail: int = 2
-):
-    """One document with one fact and its query `distance` apart (see module docstring), and
-    `tail` filler tokens after the query."""
+def base_example(lang, rng, distance: int, lead: int, *, supported: bool = True, tail: int = 2):
+    """One document of synth language `lang` with one fact and its query `distance` apart (see
+    module docstring), and `tail` filler tokens after the query."""
     from synth.generate import make_example
 
     try:
-        return make_example(ctx.lang, rng, [distance], lead=lead, supported=supported, tail=tail)
+        return make_example(lang, rng, [distance], lead=lead, supported=supported, tail=tail)
     except ValueError as e:
         raise ProbeInputError(f"cannot build an example at distance {distance}: {e}") from None
 
@@ -200,13 +195,12 @@ def draws_per_bin(name: str, ctx: RunContext, bins: list[tuple[int, int]]):
             yield g, rng, rnd.randrange(rng, lo, hi)
 
 
-def plan_by_distance(probe, ctx: RunContext, edit, alt=None, text_edit=None) -> None:
-    """Fill `probe.groups` (one per distance bin) and `probe.jobs` (ctx.n pairs per bin): a base
-    example per pair (`probe.params.distance` / `.lead`), `edit(base, rng)` makes its pair;
-    `alt(pair)`, if given, is the contrast answer. On real text (`--haystack`) the base is a
-    `synth.text.facts.fact_text` and `text_edit(world, rng, base)` makes the pair; through the
-    tokenizer bridge every pair is evened (`Bridge.fill`) and mapped to the model's tokens, its
-    distance fitted into its bin (`probes.engine.bridge`). A pair that cannot be matched is counted in `ctx.unmatched`."""
+def plan_by_distance(probe, ctx: RunContext, edit: str, alt=None, **params) -> None:
+    """Fill `probe.groups` (one per distance bin) and `probe.jobs` (ctx.n pairs per bin), each a
+    fact pair of edit `edit` (a `synth.edits` name, with `params`) drawn by the run's texts
+    (`Texts.fact_job`) at the bin's distance, after a lead drawn from `probe.params.lead`;
+    `alt(pair)`, if given, is the contrast answer. A pair that cannot be kept aligned in the
+    model's tokens is counted in `ctx.unmatched`."""
     from synth import rng as rnd
 
     bins = distance_bins(probe.params.distance, ctx)
@@ -215,47 +209,9 @@ def plan_by_distance(probe, ctx: RunContext, edit, alt=None, text_edit=None) -> 
     probe.jobs = []
     for g, rng, d in draws_per_bin(probe.name, ctx, bins):
         lead = rnd.randrange(rng, lead_lo, lead_hi)
-
-        def edits_of(distance: int, rng=rng, g=g, lead=lead):
-            """A base at `distance`, and the function drawing a job (an edit) of it."""
-            base = base_example(ctx, rng, distance, lead)
-
-            def draw() -> Job:
-                pair = edit(base, rng)
-                if ctx.bridge is not None:  # an edit over filler: evened to its model tokens
-                    pair = ctx.bridge.fill(pair, rng)
-                job_alt = None if alt is None else alt(pair)
-                return answer_job(g, pair, base, {"lead": lead}, alt=job_alt)
-
-            return draw
-
-        if ctx.text is not None:
-            job = text_job(probe, ctx, rng, g, d, lead, text_edit, alt)
-        elif ctx.bridge is not None:
-            lo, hi = bins[g]
-            job = ctx.bridge.fit_distance(edits_of, lo, hi, d, min_distance(ctx))
-        else:
-            job = edits_of(d)()
+        job = ctx.texts.fact_job(probe.name, edit, rng, g, d, lead, bins[g], alt=alt, **params)
         if job is None:
             ctx.unmatched += 1
         else:
             probe.jobs.append(job)
     ctx.require_matched(probe.name, len(probe.jobs))
-
-
-def text_job(probe, ctx: RunContext, rng, group: int, distance: int, lead: int, text_edit, alt):
-    """One job on real text (None when its texts do not stay aligned in the model's tokens)."""
-    from synth.text.facts import fact_text
-    from synth.text.render import Misaligned
-
-    if text_edit is None:
-        raise ProbeInputError(f"probe {probe.name} does not write real text yet; drop --haystack")
-    try:
-        base = fact_text(ctx.text, rng, [distance], lead=lead)
-        pair = text_edit(ctx.text, rng, base)
-    except Misaligned:
-        return None
-    except ValueError as e:
-        raise ProbeInputError(f"cannot build a text at distance {distance}: {e}") from None
-    job_alt = None if alt is None else alt(pair)
-    return answer_job(group, pair, base, {"lead": lead}, alt=job_alt)

@@ -146,6 +146,7 @@ class PairedProbe(Probe):
     `metric_docs`, `effect_phrase`, `verdict`, `make_plots`)."""
 
     shards = True  # scores through score_batches only
+    self_checks = ("identical_prefix", "beyond_reach_zero")
     delta_doc = "mean over answer tokens of NLL(variant) − NLL(base), nats"
     finding = "the model uses the fact"  # what a significant run shows
     # The sign of Δ the finding claims (+1: Δ > 0 supports it) and what significant bins of the

@@ -51,7 +51,7 @@ class Prepared:
     options: RunOptions  # the run's options, models named (run.json, `probe rerun`)
     argv: list[str] | None
     prepare_s: float  # the time `prepare` took; a run's elapsed_s adds its own execution
-    texts: Any = None  # probes.framework.text.TextSetup: what the texts are written in
+    texts: Any = None  # probes.texts.choose.TextSetup: what the texts are written in
 
     @property
     def model(self) -> Any:
@@ -130,9 +130,9 @@ def prepare(
     lm = loaded[0]
     texts = None
     if cls.needs_language:
-        from probes.framework import text as text_mod
+        from probes.texts import choose
 
-        texts = text_mod.setup(cls, opts, sources, loaded)
+        texts = choose.setup(cls, opts, sources, loaded)
     from dataclasses import replace
 
     from probes.api.model import geometry as geometry_of
@@ -152,9 +152,7 @@ def prepare(
         model=lm,
         geometry=geometry,
         horizon=horizon_of(lm, geometry),
-        lang=texts.lang if texts else None,
-        text=texts.world if texts else None,
-        bridge=texts.bridge if texts else None,
+        texts=texts.texts if texts else None,
         n=opts.n or (cls.quick_n if opts.quick else cls.default_n),
         seed=opts.seed,
         quick=opts.quick,
@@ -177,7 +175,11 @@ def prepare(
     check_row_length(instance, ctx)
     names = [model_name(s) for s in sources]
     opts = dataclasses.replace(opts, model=names if group else names[0])
-    if texts is not None and texts.world is not None and isinstance(texts.record["haystack"], list):
+    if (
+        texts is not None
+        and texts.record is not None
+        and isinstance(texts.record["haystack"], list)
+    ):
         hay = texts.record["haystack"]  # absolute: a rerun from elsewhere reads the same files
         opts = dataclasses.replace(opts, haystack=hay if len(hay) > 1 else hay[0])
     spec = probe
@@ -283,7 +285,7 @@ def _execute(
 
             after_scoring()  # the plots' and the statistics' imports, during the scoring
             outcome = p.instance.execute(ctx)
-            if ctx.text is not None or ctx.bridge is not None:
+            if ctx.texts is not None and ctx.texts.reports_unmatched:
                 outcome.metrics["unmatched_pairs"] = ctx.unmatched
                 outcome.metric_docs["unmatched_pairs"] = UNMATCHED_DOC
             if ctx.bins_cut:
@@ -440,7 +442,7 @@ def run_record(
         "synth": synth_info,
         "vocabulary": texts.vocabulary.record() if texts is not None else None,
         "text": texts.record if texts is not None else None,
-        **({"bridge": ctx.bridge.record()} if ctx.bridge is not None else {}),
+        **({"bridge": ctx.texts.record()} if ctx.texts and ctx.texts.record() else {}),
         "versions": provenance.versions(),
         "machine": provenance.machine(),
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -92,8 +92,8 @@ class Boundary(Probe):
         *STATS,
     )
 
-    supports_haystack = True  # real text: shuffled haystack sentences
-    supports_bridge = True
+    smoke: ClassVar[dict] = {"synth": {}, "haystack": {}, "bridged": {}}
+    self_checks = ("first_segment_equal", "reset_boundary_equal")
 
     def plan(self, ctx: RunContext) -> None:
         from synth.generate import make_local_example

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -105,7 +105,10 @@ class ContextAblation(Probe):
     quick_n = 4
     shards = True  # scores through score_batches only
     needs_language = True
-    supports_haystack = True
+    smoke: ClassVar[dict] = {
+        "synth": {"context": 8, "window": 4, "distance": "2,4"},
+        "haystack": {"context": 24, "window": 8, "distance": "2,8"},
+    }
     margin = THRESHOLD
     margin_unit = "% of the intact loss"
     margin_why = (

@@ -45,7 +45,7 @@ diagnose (`probe diagnose --resume`) picks up the contexts an interrupted sweep 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -109,8 +109,11 @@ class ContextSweep(Probe):
 
     default_n = 16
     quick_n = 4
-    supports_haystack = True  # real text: fact documents in haystack filler
-    supports_bridge = True  # synth texts mapped to the model's tokens (probes.engine.sweep)
+    smoke: ClassVar[dict] = {
+        "synth": {"window": 120, "facts": 2, "contexts": "1,16,64"},
+        "haystack": {"window": 120, "facts": 2, "contexts": "1,16,64"},
+        "bridged": {"contexts": "1,16,64"},
+    }
     resumes_from_samples = True  # a sample holds one context whole; a long sweep resumes by c
     columns = (
         Column("c", "c", identifies=True),

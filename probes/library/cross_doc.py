@@ -62,7 +62,7 @@ B's answer by a sizeable fraction of the retrieval effect (nats). --quick uses 6
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -142,8 +142,8 @@ class CrossDoc(Probe):
     )
     runs_every_policy = True
     tail_left_out = ""  # why auto left B's padding out (plan)
-    supports_haystack = True  # real text: synth.text.contexts.cross_document
-    supports_bridge = True  # the foreign document evened to A's model tokens
+    smoke: ClassVar[dict] = {"synth": {}, "haystack": {"distance": "2-8"}, "bridged": {}}
+    self_checks = ("reset_leakage_zero", "beyond_reach_zero")
 
     def plan(self, ctx: RunContext) -> None:
         from probes.api.model import horizon

@@ -22,7 +22,7 @@ shortest direct window, from the statements' room on; a window shorter than that
 Through the tokenizer bridge (a model with its own tokenizer) the distance is in model tokens
 (each base's synth distance fitted into the range) and a base is kept only when every cell's
 variant of it maps to the model's tokens (the filler right after each statement redrawn so that
-the statement and it take the tokens of the filler they overwrite, `probes.engine.bridge_fill`):
+the statement and it take the tokens of the filler they overwrite, `probes.texts.bridged.fill`):
 the cells still share their bases; a base that does not map is counted once per cell as
 unmatched.
 
@@ -103,7 +103,10 @@ class Distractor(PairedProbe):
 
     default_n = 24
     quick_n = 6
-    supports_bridge = True  # every cell's variant of a base mapped, statements evened by filler
+    smoke: ClassVar[dict] = {
+        "synth": {"distance": "48-64"},
+        "bridged": {"k": "1,2", "distance": "150-250"},
+    }
     finding = "distractors interfere"
     finding_sign = 1  # Δ > 0: the answer got less likely with the distractors
     opposite = "distractors help the answer"
@@ -167,7 +170,7 @@ class Distractor(PairedProbe):
 
         def cells_of(d: int, lead: int, b_id: int):
             """A clean base at `d`, and the function drawing its variant in every cell."""
-            base = base_example(ctx, rng, d, lead, tail=tail)
+            base = base_example(ctx.lang, rng, d, lead, tail=tail)
 
             def draw() -> list:
                 jobs = []

@@ -20,7 +20,7 @@ not the value. Read them side by side.
 
 With `--haystack` (real text) the fact becomes a haystack run of exactly its length (`--fill`
 only). Through the tokenizer bridge (a model with its own tokenizer) the same-length filler is
-evened to the fact's length in model tokens (`probes.engine.bridge_fill`: filler words redrawn
+evened to the fact's length in model tokens (`probes.texts.bridged.fill`: filler words redrawn
 until their tokens add up to the fact's), so nothing after it moves; `--no-fill` cuts the fact's
 words out and the alignment maps every later word's tokens.
 
@@ -31,6 +31,7 @@ detects 0.73 sd of the per-pair deltas at 80 % power; `mdd80` per bin reports it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from probes.api.declarations import PAIRED
 from probes.api.params import param
@@ -54,10 +55,7 @@ class FactDelete(PairedProbe):
 
     default_n = 24
     quick_n = 6
-    # real text: the fact becomes a haystack run of its length; through the tokenizer bridge the
-    # filler is evened to the fact's model-token length (--no-fill: later tokens move up)
-    supports_haystack = True
-    supports_bridge = True
+    smoke: ClassVar[dict] = {"synth": {}, "haystack": {"distance": "40-60"}, "bridged": {}}
     finding = "the fact's presence helps the answer"
     finding_sign = 1  # Δ > 0: the answer got less likely without the fact
     opposite = "the fact's presence hurts the answer"
@@ -65,16 +63,4 @@ class FactDelete(PairedProbe):
     delta_doc = "mean over answer tokens of NLL(variant: fact deleted) − NLL(base), nats"
 
     def plan(self, ctx: RunContext) -> None:
-        from probes.api.probe_base import ProbeInputError
-        from synth.edits import delete
-        from synth.text.facts import delete_fact
-
-        fill = self.params.fill
-        if ctx.text is not None and not fill:
-            raise ProbeInputError("fact-delete --no-fill: on real text the fact is always filled")
-        plan_by_distance(
-            self,
-            ctx,
-            lambda base, rng: delete(base, rng, ctx.lang, query=0, same_length=fill),
-            text_edit=delete_fact,
-        )
+        plan_by_distance(self, ctx, "delete", query=0, same_length=self.params.fill)

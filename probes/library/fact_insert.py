@@ -15,7 +15,7 @@ beside the usual delta-by-distance plot (one line per depth).
 
 Through the tokenizer bridge (a model with its own tokenizer) the distance bins are in model
 tokens (each pair's synth distance fitted into its bin), the fact and the filler right after it
-take the model tokens of the filler they overwrite (`probes.engine.bridge_fill`), and a depth is
+take the model tokens of the filler they overwrite (`probes.texts.bridged.fill`), and a depth is
 about as many model tokens of filler (`Bridge.synth_tokens`; each pair records its realised
 `depth_tokens`); pairs that cannot be mapped are counted as unmatched.
 
@@ -72,7 +72,7 @@ class FactInsert(PairedProbe):
 
     default_n = 16
     quick_n = 4
-    supports_bridge = True  # the inserted fact evened to the filler it overwrites
+    smoke: ClassVar[dict] = {"synth": {}, "bridged": {"depth": "8,64"}}
     finding = "the inserted fact helps"
     finding_sign = 1  # Δ > 0: the answer is likelier with the inserted fact
     opposite = "the inserted fact hurts the answer"
@@ -107,7 +107,7 @@ class FactInsert(PairedProbe):
 
                     def inserts_of(d: int, rng=rng, g=g, lead=lead, depth=depth):
                         """A base without the fact, and the function inserting it."""
-                        base = base_example(ctx, rng, d, lead, supported=False)
+                        base = base_example(ctx.lang, rng, d, lead, supported=False)
 
                         def draw():
                             pair = insert(base, rng, ctx.lang, distance=d, query=0)

@@ -50,16 +50,15 @@ from probes.api.probe_base import RunContext
 from probes.api.registry import probe
 from probes.engine.fact_pairs import (
     FactParams,
-    answer_job,
-    base_example,
     distance_bins,
     draws_per_bin,
     lead_range,
-    min_distance,
 )
 from probes.engine.paired import PairedProbe
+from probes.texts.base import Variant
 
 VARIANTS = ("rebind", "delete", "swap")
+EDIT = {"rebind": "rebind", "delete": "delete", "swap": "replace"}  # each variant's edit
 
 
 @probe("fact-rebind", version=1, diagnose=25)
@@ -67,8 +66,7 @@ class FactRebind(PairedProbe):
     """Keyed lookup vs copy: the fact's value kept but rebound, deleted, or swapped."""
 
     Params = FactParams  # distance bins and the fact's lead, nothing of its own
-    supports_bridge = True  # a base with all three variants mapped
-    supports_haystack = True  # real text: synth.text.facts' rebind, delete and swap edits
+    smoke: ClassVar[dict] = {"synth": {}, "haystack": {"distance": "40-60"}, "bridged": {}}
 
     default_n = 24
     quick_n = 6
@@ -80,14 +78,7 @@ class FactRebind(PairedProbe):
 
     def plan(self, ctx: RunContext) -> None:
         from synth import rng as rnd
-        from synth.edits import delete, rebind, replace
 
-        lang = ctx.lang
-        edits = {
-            "rebind": lambda base, rng: rebind(base, rng, lang, query=0),
-            "delete": lambda base, rng: delete(base, rng, lang, query=0, same_length=True),
-            "swap": lambda base, rng: replace(base, rng, lang, query=0),
-        }
         bins = distance_bins(self.params.distance, ctx)
         lead_lo, lead_hi = lead_range(self.params.lead, ctx)
         self.groups = [
@@ -99,62 +90,17 @@ class FactRebind(PairedProbe):
         for b, rng, d in draws_per_bin(self.name, ctx, bins):
             lead = rnd.randrange(rng, lead_lo, lead_hi)
             base_id = len(self.jobs) // len(VARIANTS)
-
-            def variants_of(distance: int, rng=rng, b=b, lead=lead, base_id=base_id):
-                """A base at `distance`, and the function drawing its three variants."""
-                base = base_example(ctx, rng, distance, lead)
-
-                def draw() -> list:
-                    jobs = []
-                    for i, v in enumerate(VARIANTS):
-                        info = {"variant": v, "base": base_id, "lead": lead}
-                        pair = edits[v](base, rng)
-                        if ctx.bridge is not None:
-                            pair = ctx.bridge.fill(pair, rng)
-                        g = b * len(VARIANTS) + i
-                        jobs.append(answer_job(g, pair, base, info, base_id=base_id))
-                    return jobs
-
-                return draw
-
-            if ctx.text is not None:
-                jobs = self._text_variants(ctx, rng, b, d, lead, base_id)
-                if jobs is None:
-                    ctx.unmatched += len(VARIANTS)
-                else:
-                    self.jobs += jobs
-                continue
-            if ctx.bridge is None:
-                self.jobs += variants_of(d)()
-                continue
-            lo, hi = bins[b]
-            jobs = ctx.bridge.fit_distance(variants_of, lo, hi, d, min_distance(ctx))
+            variants = [  # one base, its three edits
+                Variant(b * len(VARIANTS) + i, EDIT[v], {"query": 0},
+                        {"variant": v, "base": base_id, "lead": lead}, base_id=base_id)
+                for i, v in enumerate(VARIANTS)
+            ]  # fmt: skip
+            jobs = ctx.texts.fact_jobs(self.name, variants, rng, d, lead, bins[b])
             if jobs is None:
                 ctx.unmatched += len(VARIANTS)  # the base's three pairs
             else:
                 self.jobs += jobs
         ctx.require_matched(self.name, len(self.jobs))
-
-    def _text_variants(self, ctx: RunContext, rng, b: int, d: int, lead: int, base_id: int):
-        """A real-text base at distance `d` and its three jobs, or None when its variants do not
-        all stay aligned with it."""
-        from probes.api.probe_base import ProbeInputError
-        from synth.text.facts import delete_fact, fact_text, rebind_entity, swap_value
-        from synth.text.render import Misaligned
-
-        edits = {"rebind": rebind_entity, "delete": delete_fact, "swap": swap_value}
-        try:
-            base = fact_text(ctx.text, rng, [d], lead=lead)
-            pairs = {v: edits[v](ctx.text, rng, base) for v in VARIANTS}
-        except Misaligned:
-            return None
-        except ValueError as e:
-            raise ProbeInputError(f"cannot build a text at distance {d}: {e}") from None
-        return [
-            answer_job(b * len(VARIANTS) + i, pairs[v], base,
-                       {"variant": v, "base": base_id, "lead": lead}, base_id=base_id)
-            for i, v in enumerate(VARIANTS)
-        ]  # fmt: skip
 
     def primary(self, group: dict) -> bool:
         return group["variant"] == "rebind"  # the headline delta: keyed lookup

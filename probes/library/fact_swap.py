@@ -32,6 +32,8 @@ uses 6 pairs per bin (a smoke run: MDD ≈ 1.9 sd).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from probes.api.declarations import PAIRED, signed
 from probes.api.probe_base import RunContext
 from probes.api.registry import probe
@@ -44,8 +46,7 @@ class FactSwap(PairedProbe):
     """Swap a distant fact's value; delta on the answer = retrieval, by distance."""
 
     Params = FactParams  # distance bins and the fact's lead, nothing of its own
-    supports_haystack = True  # real text: synth.text.facts.swap_value
-    supports_bridge = True
+    smoke: ClassVar[dict] = {"synth": {}, "haystack": {"distance": "40-60,90-120"}, "bridged": {}}
 
     default_n = 24
     quick_n = 6
@@ -58,15 +59,8 @@ class FactSwap(PairedProbe):
     )
 
     def plan(self, ctx: RunContext) -> None:
-        from synth.edits import replace
-        from synth.text.facts import swap_value
-
         plan_by_distance(
-            self,
-            ctx,
-            lambda base, rng: replace(base, rng, ctx.lang, query=0),
-            alt=lambda pair: tuple(pair.meta["new_value"]),
-            text_edit=swap_value,
+            self, ctx, "replace", query=0, alt=lambda pair: tuple(pair.meta["new_value"])
         )
 
     @classmethod

@@ -72,7 +72,7 @@ class FactUpdate(PairedProbe):
 
     default_n = 24
     quick_n = 6
-    supports_bridge = True  # B of A's model tokens, the base's filler evened to the statement's
+    smoke: ClassVar[dict] = {"synth": {}, "bridged": {}}
     finding = "the stale statement interferes with the update"
     finding_sign = 1  # Δ > 0: the updated answer got less likely with the stale statement
     opposite = "the stale statement helps the updated answer"

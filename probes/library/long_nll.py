@@ -34,7 +34,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -67,7 +67,7 @@ class LongNLL(Probe):
     quick_n = 2
     shards = True  # scores through score_batches only
     needs_language = True
-    supports_haystack = True
+    smoke: ClassVar[dict] = {"synth": {"length": 200}, "haystack": {"length": 200}}
     margin = 0.05
     margin_unit = "nats/token"
     margin_why = "a 5 % change of a token's perplexity; dropping the sinks moves it by nats"

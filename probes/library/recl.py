@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -124,7 +124,7 @@ class RECL(Probe):
         Column("RECL 95% CI", "recl_ci95", "span"),
     )
     model_group = True
-    supports_bridge = True  # sweep texts mapped to the group's own tokenizer (probes.engine.sweep)
+    smoke: ClassVar[dict] = {"synth": {}, "bridged": {"tgt_len": 32}}
 
     def plan(self, ctx: RunContext) -> None:
         from probes.engine.sweep import make_texts, require_window

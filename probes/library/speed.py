@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -71,7 +71,10 @@ class Speed(Probe):
 
     default_n = 1
     quick_n = 1
-    supports_bridge = True  # filler in the model's tokens (its content does not change the time)
+    smoke: ClassVar[dict] = {
+        "synth": {"lengths": "16,64", "tokens": 16, "repeats": 1},
+        "bridged": {"lengths": "16,64", "tokens": 16, "repeats": 1},
+    }
     columns = (
         Column("attn len", "attn_len", identifies=True),
         Column("cached ms/tok", "cached_ms_per_token", "f4"),

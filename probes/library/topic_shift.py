@@ -20,7 +20,7 @@ document's text — the topic is the document's subject, not a synth topic; `old
 
 Through the tokenizer bridge (a model with its own tokenizer) the distance bins are in model
 tokens (each pair's synth distance fitted into its bin), the replaced region is evened to the
-base region's model tokens with words of the new topic (`probes.engine.bridge_fill`), the scored
+base region's model tokens with words of the new topic (`probes.texts.bridged.fill`), the scored
 window is the first `--window` model tokens of its words, and `--region` and `--fact-distance`
 are about as many model tokens (`Bridge.synth_tokens`; `--fact-distance` defaults to 64 there,
 16 synth words' worth); pairs that cannot be mapped are counted as unmatched.
@@ -95,8 +95,11 @@ class TopicShift(PairedProbe):
     opposite = "the filler is likelier after distant text of another topic"
     columns = (DISTANCE, Column("tokens", "tokens", identifies=True), *STATS, *ACCURACY, *REACH)
     plot_series = "tokens"
-    supports_haystack = True  # real text: synth.text.contexts.topic_shift
-    supports_bridge = True  # the region evened with words of the new topic
+    smoke: ClassVar[dict] = {
+        "synth": {},
+        "haystack": {"region": 24, "distance": "8-12"},
+        "bridged": {},
+    }
     delta_doc = (
         "mean over the scored tokens of NLL(variant: distant filler of another topic) − "
         "NLL(base), nats"
@@ -138,7 +141,7 @@ class TopicShift(PairedProbe):
         def draw():
             jobs = self._jobs(ctx, rng, groups, d, base_id, region, fact_distance)
             if not jobs:
-                from probes.engine.bridge import Unmatched
+                from probes.texts.bridged import Unmatched
 
                 raise Unmatched("the topic shift did not keep its tokens")
             return jobs

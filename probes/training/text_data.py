@@ -160,8 +160,8 @@ def _saved_tokenizer(run_dir: Path):
 def load_text(table: dict[str, Any], run_dir: Path, resume: bool) -> TextData:
     """Read the corpus, hold its slice out, train (or on a resume read back) the BPE and
     tokenize; ValueError (one line) for bad input. `table` gains `corpus_sha256`."""
-    from probes.framework.text import read_text_file
     from probes.limits import require_memory
+    from probes.texts.choose import read_text_file
     from synth.text.corpus import CorpusError, corpus_files, read_corpus
     from synth.text.default_corpus import default_corpus, provenance
     from synth.text.tokenizer import TokenizerError, train_bpe

@@ -50,6 +50,19 @@ ALIASES = {
 }
 
 
+def register(name: str) -> Callable[[Callable[..., Pair]], Callable[..., Pair]]:
+    """Register the decorated `(base, rng, lang, **params) -> Pair` as edit `name` (an edit of
+    another package; its name must be new)."""
+
+    def add(fn: Callable[..., Pair]) -> Callable[..., Pair]:
+        if name in EDITS or name in ALIASES:
+            raise ValueError(f"edit {name!r} is registered already")
+        EDITS[name] = fn
+        return fn
+
+    return add
+
+
 def resolve(name: str) -> str:
     """The edit's canonical name (accepting probe names such as "fact-swap")."""
     key = ALIASES.get(name, name)
@@ -78,6 +91,7 @@ __all__ = [
     "identity",
     "insert",
     "rebind",
+    "register",
     "replace",
     "resolve",
     "topic_shift",

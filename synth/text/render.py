@@ -1,7 +1,7 @@
 """Pieces of text → token ids, with each piece's tokens found by character offsets.
 
 What probe texts on real text (`compose`, `texts`) and the tokenizer bridge of models with their
-own tokenizer (`probes.engine.bridge`) share. A text is a sequence of `Piece`s — filler words,
+own tokenizer (`probes.texts.bridged`) share. A text is a sequence of `Piece`s — filler words,
 the parts of a fact or a query, a document's separator — each tagged with its document. `render`
 joins their strings, tokenizes the whole string once with offsets and gives every piece the
 tokens whose first character lies in it. A token that runs past the end of its piece (the

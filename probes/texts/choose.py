@@ -15,7 +15,7 @@ A model reads the synth language's ids directly, or its own tokenizer's:
   ids beside a tokenizer.json of another kind);
 - a path (a tokenizer.json, or a directory holding one) says the model reads that tokenizer's ids.
 
-With a tokenizer, synthetic probes go through the tokenizer bridge (`probes.engine.bridge`), and
+With a tokenizer, synthetic probes go through the tokenizer bridge (`probes.texts.bridged`), and
 `--haystack` writes real text with it (`synth.text.world`). The token that opens every document
 (the separator) is the model's own: `--opening-token` when given, else the bos token the model
 names (its directory's files, a GGUF file's metadata), else its eos token — each only when the
@@ -32,6 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from probes.api.probe_base import ProbeInputError, ProbeNotApplicable
+from probes.texts.base import Texts
+from probes.texts.bridged import Bridge, BridgedTexts
+from probes.texts.haystack import HaystackTexts
+from probes.texts.synth_ids import SynthTexts
 
 # memory per byte of haystack text (its words, their token counts): 28–30 measured on 10.5 MB
 # of prose with a 512-token BPE (the pieces encoded a chunk at a time), with a margin
@@ -260,9 +264,7 @@ def load_world(tokenizer: Any, paths: list[str], per: str | None) -> tuple[Any, 
 class TextSetup:
     """What a run writes its texts in and how the model reads them."""
 
-    lang: Any  # the synth Language (None on real text)
-    world: Any  # synth.text.world.TextWorld on real text, else None
-    bridge: Any  # probes.engine.bridge.Bridge for a model with its own tokenizer, else None
+    texts: Texts  # what the probe writes its texts with (`ctx.texts`)
     vocabulary: Vocabulary
     record: dict[str, Any] | None  # run.json's "text": the haystack and world, on real text
 
@@ -306,18 +308,16 @@ def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
                 check_language(m, lang, w, tokenizer=opts.tokenizer != "synth")
             if opts.tokenizer != "synth":
                 vocab = stateless_vocabulary(loaded, where, lang, vocab)
-            return TextSetup(lang, None, None, vocab, None)
-        if not cls.supports_bridge:
+            return TextSetup(SynthTexts(lang), vocab, None)
+        if "bridged" not in cls.smoke:
             raise ProbeNotApplicable(
                 f"probe {cls.name} cannot map its texts to the tokens of model {where[0]!r} (it "
                 "reads its own tokenizer); give --haystack for real text, or --tokenizer synth "
                 "if the model reads synth ids",
                 "its texts are not mapped to a model's own tokenizer",
             )
-        from probes.engine.bridge import Bridge
-
-        return TextSetup(lang, None, Bridge(vocab.tokenizer, lang), vocab, None)
-    if not cls.supports_haystack:
+        return TextSetup(BridgedTexts(Bridge(vocab.tokenizer, lang)), vocab, None)
+    if "haystack" not in cls.smoke:
         raise ProbeNotApplicable(
             f"probe {cls.name} does not write real text; drop --haystack",
             "it does not write real text",
@@ -330,4 +330,4 @@ def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
             "language (train one with probe train --text, or give --tokenizer PATH)"
         )
     world, record = load_world(vocab.tokenizer, paths, opts.haystack_documents)
-    return TextSetup(None, world, None, vocab, record)
+    return TextSetup(HaystackTexts(world), vocab, record)

@@ -1,0 +1,83 @@
+"""What every run's texts offer a probe (`ctx.texts`), whichever they are: synth ids
+(`SynthTexts`), real text cut from a haystack (`HaystackTexts`), or synth text through a model's
+own tokenizer (`BridgedTexts`). A probe asks for its pairs and never tests which it has.
+
+A fact job is drawn in one call, `fact_job`: a base with one fact `distance` tokens before its
+answer, the named edit (`synth.edits`) applied to it — on real text the edit's real-text
+realisation (`probes.texts.real_edits`) — and the Job scoring the answer. None: the pair could
+not be kept aligned in the model's tokens (the run counts it in `ctx.unmatched`). `fact_jobs`
+draws several edits (`Variant`s) of one base, kept or dropped together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from probes.engine.paired import Job
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One edit of a base: its group, the edit's name and parameters, what its samples record
+    (`info`), its answer's contrast value (`alt(pair)`) and the base it shares (`base_id`)."""
+
+    group: int
+    edit: str
+    params: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    alt: Callable | None = None
+    base_id: int | None = None
+
+
+class Texts:
+    mode: ClassVar[str]  # "synth" | "haystack" | "bridged"
+    # Whether a run reports `unmatched_pairs` (pairs not kept aligned in the model's tokens):
+    # never on synth ids, where every pair is aligned by construction.
+    reports_unmatched: ClassVar[bool] = True
+    # What the texts are written with: the synth Language (None on real text), the real-text
+    # synth.text.world.TextWorld (else None), the bridge to a model's own tokenizer (else None).
+    lang: Any = None
+    world: Any = None
+    bridge: Any = None
+
+    @property
+    def vocab(self):
+        """The ids the model reads: pad, separator (`<eod>` or the tokenizer's) and size."""
+        raise NotImplementedError
+
+    @property
+    def min_distance(self) -> int:
+        """The shortest fact → answer distance the texts allow."""
+        raise NotImplementedError
+
+    # why distances start at `min_distance`, for a refusal (" on real text (…)" or "")
+    min_distance_why: ClassVar[str] = ""
+
+    def length_limits(self) -> list[tuple[int, str]]:
+        """What the texts themselves bound a scored text's length to, as (tokens, what)."""
+        return []
+
+    def record(self) -> dict[str, Any] | None:
+        """run.json's "bridge" entry (None: the run has none)."""
+        return None
+
+    def fact_job(
+        self, probe: str, edit: str, rng, group: int, distance: int, lead: int,
+        bin: tuple[int, int], *, alt=None, **params,
+    ) -> Job | None:  # fmt: skip
+        """The job of one fact pair of probe `probe` (module docstring): edit `edit` with
+        `params`, `alt(pair)` the answer's contrast value (None: none), `lead` filler before
+        the fact, its distance drawn in `bin` at `distance`."""
+        v = Variant(group, edit, params, {"lead": lead}, alt)
+        jobs = self.fact_jobs(probe, [v], rng, distance, lead, bin)
+        return None if jobs is None else jobs[0]
+
+    def fact_jobs(
+        self, probe: str, variants: list[Variant], rng, distance: int, lead: int,
+        bin: tuple[int, int],
+    ) -> list[Job] | None:  # fmt: skip
+        """The jobs of `variants`, every one an edit of one base (`fact_job`); None when any of
+        them does not stay aligned in the model's tokens."""
+        raise NotImplementedError

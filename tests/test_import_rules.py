@@ -1,0 +1,231 @@
+"""The arrows of docs/design.md ("The parts and their arrows"), held on every import the code
+makes — module-level and function-local alike, read with `ast` (nothing is imported):
+
+- each part imports only the parts below it (ALLOWED), so no import runs upward and the parts
+  form no cycle;
+- synth imports neither torch nor a model library, and `tokenizers` only inside functions;
+  txl imports no model library;
+- inside probes, torch and transformers are imported only by the adapters, training, the test
+  helpers and the process-group calls of one run across processes;
+- a function-local import of the project's own modules says why it is local (`# lazy: …`:
+  it keeps `probe --help` or a torch-free path light). A local import that only dodged a cycle
+  has nothing to say there, and the arrows above leave no cycle to dodge.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOPS = ("probes", "synth", "txl")
+MODEL_LIBRARIES = ("torch", "transformers", "accelerate", "gguf")
+
+BASE = {"txl", "probes.limits", "probes.stats", "probes.signed_rank", "probes._version"}
+# Which parts each part may import. A part absent from its own row is simply itself.
+ALLOWED: dict[str, set[str]] = {
+    "synth": set(),
+    "txl": set(),
+    "probes.signed_rank": set(),
+    "probes.stats": {"probes.signed_rank"},
+    "probes.limits": {"txl"},
+    "probes._version": set(),
+    "probes.api": BASE,
+    "probes.texts": BASE | {"probes.api", "synth"},
+    "probes.engine": BASE | {"probes.api", "probes.texts", "synth"},
+    "probes.report": BASE,
+    "probes.library": BASE
+    | {"probes.api", "probes.texts", "probes.engine", "probes.report", "synth"},
+    "probes.adapters": BASE | {"probes.api"},
+    "probes.testing": BASE | {"probes.api", "probes.adapters", "synth"},
+    "probes.framework": BASE
+    | {"probes.api", "probes.texts", "probes.engine", "probes.adapters", "synth"},
+    "probes.suite": BASE | {"probes.api", "probes.framework", "probes.engine", "synth"},
+    "probes.training": BASE | {"probes.api", "probes.texts", "probes.adapters", "synth"},
+    "probes": BASE | {"probes.api", "probes.framework"},
+    "probes.cli": BASE
+    | {
+        "probes",
+        "probes.api",
+        "probes.texts",
+        "probes.engine",
+        "probes.framework",
+        "probes.suite",
+        "probes.report",
+        "probes.training",
+        "probes.adapters",
+        "synth",
+    },
+    "probes.paper": BASE
+    | {
+        "probes",
+        "probes.api",
+        "probes.cli",
+        "probes.engine",
+        "probes.framework",
+        "probes.suite",
+        "probes.report",
+        "probes.training",
+        "probes.adapters",
+        "probes.library",
+        "synth",
+    },
+}
+# Where a model library may be imported inside probes.
+TORCH_PARTS = {"probes.adapters", "probes.training", "probes.testing"}
+
+
+@dataclass(frozen=True)
+class Import:
+    file: str
+    line: int
+    source: str  # the importing module
+    target: str  # the imported module (a name imported from a package counts as its submodule)
+    local: bool  # inside a function
+    lazy: bool  # the line says `# lazy:`
+    type_only: bool  # under `if TYPE_CHECKING:`
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(text: str, module: str, is_package: bool, file: str = "") -> list[Import]:
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    local, type_only = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            local.update(id(n) for n in ast.walk(node))
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            type_only.update(id(n) for n in ast.walk(node))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.split(".") if is_package else module.split(".")[:-1]
+                package = package[: len(package) - node.level + 1]
+                base = ".".join([*package, base] if base else package)
+            targets = [f"{base}.{a.name}" for a in node.names] if base in TOPS else [base]
+        else:
+            continue
+        lazy = "# lazy:" in " ".join(lines[node.lineno - 1 : node.end_lineno])
+        for target in targets:
+            out.append(
+                Import(
+                    file,
+                    node.lineno,
+                    module,
+                    target,
+                    id(node) in local,
+                    lazy,
+                    id(node) in type_only,
+                )
+            )
+    return out
+
+
+def part(module: str) -> str:
+    """The part of the arrows a module belongs to: synth, txl, or probes' sub-package/module."""
+    names = module.split(".")
+    return names[0] if names[0] != "probes" or len(names) == 1 else ".".join(names[:2])
+
+
+def project_imports(root: Path = ROOT) -> list[Import]:
+    out = []
+    for top in TOPS:
+        for path in sorted((root / top).rglob("*.py")):
+            rel = str(path.relative_to(root))
+            out += imports_of(
+                path.read_text(), module_name(path, root), path.name == "__init__.py", rel
+            )
+    return out
+
+
+def upward(imports: list[Import]) -> list[str]:
+    bad = []
+    for i in imports:
+        if i.target.split(".")[0] not in TOPS or i.type_only:
+            continue
+        a, b = part(i.source), part(i.target)
+        if a == b:
+            continue
+        if a not in ALLOWED:
+            bad.append(f"{i.file}:{i.line} {a} is not a part docs/design.md draws")
+        elif b not in ALLOWED[a]:
+            bad.append(f"{i.file}:{i.line} {a} imports {i.target}")
+    return bad
+
+
+def unmarked_local(imports: list[Import]) -> list[str]:
+    return [
+        f"{i.file}:{i.line} {i.source} imports {i.target} inside a function without `# lazy:`"
+        for i in imports
+        if i.local and not i.lazy and i.target.split(".")[0] in TOPS
+    ]
+
+
+def model_libraries(imports: list[Import]) -> list[str]:
+    bad = []
+    for i in imports:
+        lib = i.target.split(".")[0]
+        a = part(i.source)
+        if a == "synth" and (lib in MODEL_LIBRARIES or (lib == "tokenizers" and not i.local)):
+            bad.append(f"{i.file}:{i.line} synth imports {i.target}")
+        if a == "txl" and lib in MODEL_LIBRARIES[1:]:
+            bad.append(f"{i.file}:{i.line} txl imports {i.target}")
+        if a.startswith("probes") and lib in MODEL_LIBRARIES and a not in TORCH_PARTS:
+            if not (i.local and i.lazy and i.source == "txl.process_rank"):
+                bad.append(f"{i.file}:{i.line} {a} imports {i.target}")
+    return bad
+
+
+@pytest.fixture(scope="module")
+def everything() -> list[Import]:
+    return project_imports()
+
+
+def test_no_import_runs_upward(everything):
+    assert upward(everything) == []
+
+
+def test_every_function_local_import_of_the_project_says_why(everything):
+    assert unmarked_local(everything) == []
+
+
+def test_model_libraries_stay_in_their_parts(everything):
+    assert model_libraries(everything) == []
+
+
+def test_the_rules_catch_what_they_forbid():
+    src = (
+        "from probes.framework import runner\n"
+        "def f():\n"
+        "    from probes.engine import rows\n"
+        "    from probes.engine import paired  # lazy: numpy\n"
+        "    import torch\n"
+    )
+    found = imports_of(src, "probes.report.tables", False, "x.py")
+    assert upward(found) == [
+        "x.py:1 probes.report imports probes.framework",
+        "x.py:3 probes.report imports probes.engine",
+        "x.py:4 probes.report imports probes.engine",
+    ]
+    assert unmarked_local(found) == [
+        "x.py:3 probes.report.tables imports probes.engine inside a function without `# lazy:`"
+    ]
+    assert model_libraries(found) == ["x.py:5 probes.report imports torch"]
+    tok = imports_of("import tokenizers\n", "synth.text.tokenizer", False, "t.py")
+    assert model_libraries(tok) == ["t.py:1 synth imports tokenizers"]
+
+
+def test_every_part_on_disk_is_drawn(everything):
+    parts = {part(i.source) for i in everything}
+    assert parts <= set(ALLOWED), sorted(parts - set(ALLOWED))
