@@ -270,7 +270,8 @@ def layered(runs: Path, log, quick: bool) -> dict[str, Any]:
 def measure(out: Path, *, quick: bool = False, log=print) -> dict[str, Any]:
     """Every table; probe runs under `out/runs`. Returns the figures and timings."""
     from probes.adapters.txl import load
-    from probes.framework.models import load_language, resolve_model_path
+    from probes.framework.models import resolve_model_path
+    from probes.texts.choose import load_language
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()

@@ -36,6 +36,7 @@ from probes.texts.base import Texts
 from probes.texts.bridged import Bridge, BridgedTexts
 from probes.texts.haystack import HaystackTexts
 from probes.texts.synth_ids import SynthTexts
+from txl import files
 
 # memory per byte of haystack text (its words, their token counts): 28–30 measured on 10.5 MB
 # of prose with a 512-token BPE (the pieces encoded a chunk at a time), with a margin
@@ -272,8 +273,6 @@ class TextSetup:
 def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
     """The texts of a run of probe `cls` (module docstring): the synth language, real text
     (--haystack), or the synth language through the tokenizer bridge."""
-    from probes.framework.models import check_language, load_language
-
     where = [
         str(s) if isinstance(s, Path) else m.info.id for s, m in zip(sources, loaded, strict=True)
     ]
@@ -331,3 +330,49 @@ def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
         )
     world, record = load_world(vocab.tokenizer, paths, opts.haystack_documents)
     return TextSetup(HaystackTexts(world), vocab, record)
+
+
+def load_language(language: str | os.PathLike | None):
+    """The synth language the probe writes its text in (default: Language.default())."""
+    from synth.language import Language
+
+    if language is None:
+        return Language.default()
+    p = Path(language)
+    if p.is_dir():
+        p = p / "tokenizer.json"
+    try:
+        data = files.read_json(p, "tokenizer")
+    except files.FileRefused as e:
+        raise ProbeInputError(
+            f"--language: {e} (a language JSON, `Language.to_json()`, a checkpoint's "
+            "tokenizer.json, or a checkpoint directory)"
+        ) from None
+    if not isinstance(data, dict):
+        raise ProbeInputError(
+            f"--language {str(language)!r} holds a JSON {type(data).__name__}, not a synth "
+            "language (a JSON object, as a checkpoint's tokenizer.json)"
+        )
+    try:
+        return Language.from_json(data)
+    except (ValueError, KeyError, TypeError) as e:
+        what = str(e).replace("tokenizer.json", p.name)  # name the file given
+        raise ProbeInputError(f"--language {str(language)!r}: {what}") from None
+
+
+def check_language(lm: Any, lang: Any, where: str, tokenizer: bool = True) -> None:
+    """Refuse (one line) a model that does not read the probe's language: its tokenizer JSON
+    (when it states one, and `tokenizer`: not overruled by --tokenizer synth) must be this
+    language, and its vocabulary must hold every token."""
+    stated = getattr(lm, "tokenizer", None) if tokenizer else None
+    if stated is not None:
+        try:
+            lang.check_compatible(stated, what=f"model {where!r}")
+        except ValueError as e:
+            raise ProbeInputError(f"--model {where!r}: {e}") from None
+    size = lm.info.vocab_size
+    if size is not None and size < lang.vocab.size:
+        raise ProbeInputError(
+            f"--model {where!r}: vocab_size {size} is smaller than the language's "
+            f"{lang.vocab.size} tokens"
+        )
