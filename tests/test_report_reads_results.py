@@ -1,39 +1,10 @@
-"""report/ reads results only: it imports neither the registry, nor a probe, nor the engine,
-nor the run machinery, and draws what summary.json records; the run machinery never imports
-report."""
+"""report/ reads results only: it draws what summary.json records (the import rules,
+tests/test_import_rules.py, hold that it imports neither the registry, nor a probe, nor the
+engine, nor the run machinery)."""
 
-import ast
 import io
-from pathlib import Path
-
-import pytest
 
 from probes.report.tables import print_summary
-
-PROBES = Path(__file__).resolve().parents[1] / "probes"
-
-
-def imported(package: str) -> list[tuple[str, str]]:
-    """(file, module) of every import in a package, function-local ones included."""
-    out = []
-    for path in sorted((PROBES / package).rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                out += [(path.name, f"{node.module}.{a.name}") for a in node.names]
-            elif isinstance(node, ast.Import):
-                out += [(path.name, a.name) for a in node.names]
-    return out
-
-
-def test_report_imports_no_registry_probe_engine_or_run_machinery():
-    banned = ("probes.framework", "probes.engine", "probes.library", "probes.suite", "probes.api")
-    bad = [(f, m) for f, m in imported("report") if m.startswith(banned)]
-    assert bad == []
-
-
-@pytest.mark.parametrize("package", ["framework", "suite"])
-def test_the_run_machinery_imports_no_report(package):
-    assert [(f, m) for f, m in imported(package) if m.startswith("probes.report")] == []
 
 
 def summary(**extra) -> dict:
