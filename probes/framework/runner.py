@@ -281,9 +281,9 @@ def _execute(
             ctx.log(f"run directory {run_dir.path}")
             if options.dtype == "bfloat16":
                 ctx.log(BFLOAT16_NOTE)
-            from probes.framework.preload import after_scoring
+            from probes.framework.background_imports import start_background_imports
 
-            after_scoring()  # the plots' and the statistics' imports, during the scoring
+            start_background_imports()  # the plots' and the statistics' imports, during the scoring
             outcome = p.instance.execute(ctx)
             if ctx.texts is not None and ctx.texts.reports_unmatched:
                 outcome.metrics["unmatched_pairs"] = ctx.unmatched

@@ -6,25 +6,25 @@ asked for later waits on the import lock or finds it done."""
 
 from __future__ import annotations
 
-AFTER_SCORING = ("matplotlib.figure", "matplotlib.backends.backend_agg", "scipy.special")
+NEEDED_AFTER_SCORING = ("matplotlib.figure", "matplotlib.backends.backend_agg", "scipy.special")
 
 _started: list = []  # the importing thread, once per process
 
 
-def after_scoring() -> None:
-    """Start importing AFTER_SCORING in a daemon thread (once per process)."""
+def start_background_imports() -> None:
+    """Start importing NEEDED_AFTER_SCORING in a daemon thread (once per process)."""
     if _started:
         return
     import importlib
     import threading
 
     def load() -> None:
-        for name in AFTER_SCORING:
+        for name in NEEDED_AFTER_SCORING:
             try:
                 importlib.import_module(name)
             except Exception:  # the import where it is needed says what failed
                 return
 
-    thread = threading.Thread(target=load, name="preload-after-scoring", daemon=True)
+    thread = threading.Thread(target=load, name="background-imports", daemon=True)
     _started.append(thread)
     thread.start()
