@@ -402,8 +402,20 @@ class BridgedTexts(SynthTexts):
     def even(self, pair: Pair, rng) -> Pair:
         return self.bridge.fill(pair, rng)
 
-    def fact_jobs(self, probe, variants, rng, distance, lead, bin):
+    def fact_jobs(self, probe, variants, rng, distance, lead, bin, *, supported=True, tail=2,
+                  minimum=None):  # fmt: skip
         def edits_of(d: int):
-            return self.fact_draw(variants, rng, d, lead)
+            return self.fact_draw(variants, rng, d, lead, supported=supported, tail=tail)
 
-        return self.bridge.fit_distance(edits_of, bin[0], bin[1], distance, self.min_distance)
+        least = self.min_distance if minimum is None else minimum
+        jobs = self.bridge.fit_distance(edits_of, bin[0], bin[1], distance, least)
+        if jobs is not None:
+            for v, job in zip(variants, jobs, strict=True):
+                if v.realised is not None:
+                    job.info.update(v.realised(job))
+        return jobs
+
+    # ------------------------------------------------------------------ lengths and restatements
+
+    def synth_length(self, tokens: int, minimum: int = 1) -> int:
+        return self.bridge.synth_tokens(tokens, minimum)
