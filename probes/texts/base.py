@@ -104,3 +104,16 @@ class Texts:
         """About how many tokens of filler, as the texts are drawn, make `tokens` of the model's
         tokens: `tokens` itself where the texts are drawn in the model's tokens."""
         return tokens
+
+    def restated_fact_job(
+        self, probe: str, rng, group: int, distance: int, lead: int, bin: tuple[int, int], *,
+        restated_at: int,
+    ) -> Job | None:  # fmt: skip
+        """The job of a fact stated twice: with value A, its last token `distance` tokens before
+        the answer, then restated with a new value B (the `update` edit) `restated_at` tokens
+        before it; the query answers B. Base: the restatement alone (the first statement
+        overwritten by filler, `delete`); variant: both; the answer's contrast value is A, and
+        distances run from the outdated statement. `info` records the `lead` and the `gap`
+        between the two statements (through the bridge the realised `gap` and `answer_distance`
+        in model tokens). None: not kept aligned in the model's tokens."""
+        raise NotImplementedError

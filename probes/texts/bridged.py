@@ -45,6 +45,7 @@ from synth import rng as rnd
 from synth.edits._common import doc_topic
 from synth.example import Example, Fact, Pair, Query, Span
 from synth.generate import filler
+from synth.language import MAX_FACT_TOKENS
 from synth.text.render import Misaligned, Piece, Rendered, mismatch, render
 
 FIT_ATTEMPTS = 12  # bases drawn per pair before it is counted as unmatched
@@ -419,3 +420,16 @@ class BridgedTexts(SynthTexts):
 
     def synth_length(self, tokens: int, minimum: int = 1) -> int:
         return self.bridge.synth_tokens(tokens, minimum)
+
+    def restated_fact_job(self, probe, rng, group, distance, lead, bin, *, restated_at):
+        def restated_of(d: int):
+            return self.restated_draw(probe, rng, group, d, lead, restated_at)
+
+        least = restated_at + MAX_FACT_TOKENS + 1  # the outdated statement ends before the new
+        job = self.bridge.fit_distance(restated_of, bin[0], bin[1], distance, least)
+        if job is not None:
+            v = job.pair.variant
+            restated_end = int(v.facts[v.queries[0].fact].span.end) - 1
+            real = int(job.base_targets[0]) - restated_end
+            job.info.update(answer_distance=real, gap=job.distance - real)
+        return job

@@ -52,3 +52,9 @@ class HaystackTexts(Texts):
                        base_id=v.base_id)
             for v, pair in zip(variants, pairs, strict=True)
         ]  # fmt: skip
+
+    # ------------------------------------------------------------------ restatements
+
+    def restated_fact_job(self, probe, rng, group, distance, lead, bin, *, restated_at):
+        # the `update` edit has no real-text realisation (`probes.texts.real_edits`)
+        raise ProbeInputError(f"probe {probe} does not write real text yet; drop --haystack")

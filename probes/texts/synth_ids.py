@@ -11,7 +11,7 @@ from probes.engine.fact_pairs import answer_job, base_example
 from probes.engine.paired import Job
 from probes.texts.base import Texts, Variant
 from synth.edits import EDITS
-from synth.generate import MIN_DISTANCE
+from synth.generate import MIN_DISTANCE, make_example
 
 
 class SynthTexts(Texts):
@@ -65,3 +65,44 @@ class SynthTexts(Texts):
     def fact_jobs(self, probe, variants, rng, distance, lead, bin, *, supported=True, tail=2,
                   minimum=None):  # fmt: skip
         return self.fact_draw(variants, rng, distance, lead, supported=supported, tail=tail)()
+
+    # ------------------------------------------------------------------ restatements
+
+    def restated_draw(self, probe: str, rng, group: int, distance: int, lead: int,
+                      restated_at: int):  # fmt: skip
+        """A base at `distance` (drawn now), and the function drawing its restatement's job
+        (`Texts.restated_fact_job`; the edits evened by `even`)."""
+        try:
+            base0 = make_example(self.lang, rng, [distance], lead=lead)
+        except ValueError as e:
+            raise ProbeInputError(f"cannot build an update at distance {distance}: {e}") from None
+
+        def draw() -> Job:
+            try:
+                upd = EDITS["update"](base0, rng, self.lang, distance=restated_at, answer="new")
+            except ValueError as e:
+                raise ProbeInputError(
+                    f"cannot build an update at distance {len(base0)}: {e}"
+                ) from None
+            stale, k = upd.variant, int(upd.meta["stale_fact"])
+            old = stale.facts[k]
+            # base: the outdated statement overwritten by neutral filler (nothing moves)
+            meta = {"edit": probe, "stale": [old.span.start, old.span.end]}
+            deleted = self.even(EDITS["delete"](stale, rng, self.lang, fact=k), rng)
+            pair = deleted.reversed(meta)
+            bt, vt = pair.aligned_targets()
+            return Job(
+                group=group,
+                pair=pair,
+                base_targets=bt,
+                variant_targets=vt,
+                fact_end=old.span.end - 1,
+                sign=1,
+                alt=tuple(old.value),
+                info={"lead": lead, "gap": base0.distance(0) - restated_at, "value_len": len(bt)},
+            )
+
+        return draw
+
+    def restated_fact_job(self, probe, rng, group, distance, lead, bin, *, restated_at):
+        return self.restated_draw(probe, rng, group, distance, lead, restated_at)()
