@@ -36,22 +36,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
-
 from probes.api.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
 from probes.api.params import increasing_ints, param
 from probes.api.probe_base import Outcome, ProbeInputError, RunContext
 from probes.api.registry import probe
 from probes.engine.distance_bins import parse_ranges
-from probes.engine.fact_pairs import (
-    LEAD_HELP,
-    answer_job,
-    base_example,
-    check_lead,
-    check_tail,
-    lead_range,
-)
+from probes.engine.fact_pairs import LEAD_HELP, check_lead, check_tail, lead_range
 from probes.engine.paired import PairedProbe
+from probes.texts.base import Variant
 from synth.edits.distract import KINDS
 from synth.language import MAX_FACT_TOKENS
 
@@ -149,7 +141,6 @@ class Distractor(PairedProbe):
 
     def plan(self, ctx: RunContext) -> None:
         from synth import rng as rnd
-        from synth.edits import distract
 
         kinds = parse_kinds(self.params.kinds)
         ks = parse_ks(self.params.k)
@@ -168,39 +159,29 @@ class Distractor(PairedProbe):
                 cells.append((len(self.groups), kind, k, ctx.rng(self.name, kind, k)))
                 self.groups.append({"distance_lo": lo, "distance_hi": hi, "kind": kind, "k": k})
 
-        def cells_of(d: int, lead: int, b_id: int):
-            """A clean base at `d`, and the function drawing its variant in every cell."""
-            base = base_example(ctx.lang, rng, d, lead, tail=tail)
-
-            def draw() -> list:
-                jobs = []
-                for g, kind, k, erng in cells:
-                    try:
-                        pair = distract(base, erng, ctx.lang, query=0, k=k, kind=kind)
-                    except ValueError as e:
-                        raise ProbeInputError(f"distractor {kind} k={k}: {e}") from None
-                    if ctx.bridge is not None:
-                        pair = ctx.bridge.fill(pair, erng)
-                    info = {"kind": kind, "k": k, "lead": lead, "base": b_id}
-                    job = answer_job(g, pair, base, info, base_id=b_id, value_len=False)
-                    job.check_targets = np.arange(len(base) - n_check, len(base))
-                    jobs.append(job)
-                return jobs
-
-            return draw
-
+        need = MAX_FACT_TOKENS * (max(ks) + 1) + 8  # the statements' room: the least distance
         drawn = []  # per base: its job in every cell
         for _ in range(ctx.n):
             d = rnd.randrange(rng, lo, hi)
             lead = rnd.randrange(rng, lead_lo, lead_hi)
             b_id = len(drawn)
-            if ctx.bridge is None:
-                drawn.append(cells_of(d, lead, b_id)())
-                continue
-            need = MAX_FACT_TOKENS * (max(ks) + 1) + 8  # the statements' room, in synth tokens
-            jobs = ctx.bridge.fit_distance(
-                lambda d, lead=lead, b_id=b_id: cells_of(d, lead, b_id), lo, hi, d, need
-            )
+            # every cell distracts this one base, each from its own stream
+            variants = [
+                Variant(
+                    g,
+                    "distract",
+                    {"query": 0, "k": k, "kind": kind},
+                    {"kind": kind, "k": k, "lead": lead, "base": b_id},
+                    base_id=b_id,
+                    rng=erng,
+                    value_len=False,
+                    check_tail=n_check,
+                    refusal=f"distractor {kind} k={k}",
+                )
+                for g, kind, k, erng in cells
+            ]
+            jobs = ctx.texts.fact_jobs(self.name, variants, rng, d, lead, (lo, hi), tail=tail,
+                                       minimum=need)  # fmt: skip
             if jobs is None:
                 ctx.unmatched += len(cells)
             else:

@@ -16,7 +16,7 @@ beside the usual delta-by-distance plot (one line per depth).
 Through the tokenizer bridge (a model with its own tokenizer) the distance bins are in model
 tokens (each pair's synth distance fitted into its bin), the fact and the filler right after it
 take the model tokens of the filler they overwrite (`probes.texts.bridged.fill`), and a depth is
-about as many model tokens of filler (`Bridge.synth_tokens`; each pair records its realised
+about as many model tokens of filler (`Texts.synth_length`; each pair records its realised
 `depth_tokens`); pairs that cannot be mapped are counted as unmatched.
 
 Default n = 16 pairs per cell: a 4 × 3 grid is 12 cells (the costliest probe: every depth adds
@@ -34,14 +34,9 @@ from probes.api.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, 
 from probes.api.params import increasing_ints, param
 from probes.api.probe_base import Outcome, RunContext
 from probes.api.registry import probe
-from probes.engine.fact_pairs import (
-    DistanceParams,
-    answer_job,
-    base_example,
-    distance_bins,
-    min_distance,
-)
-from probes.engine.paired import PairedProbe
+from probes.engine.fact_pairs import DistanceParams, distance_bins
+from probes.engine.paired import Job, PairedProbe
+from probes.texts.base import Variant
 
 DEPTH_HELP = (
     "depths (filler tokens before the fact): 'auto' (8, (mem+tgt)/2 and mem+tgt of the eval "
@@ -60,6 +55,12 @@ def parse_depths(text: str, mem_plus_tgt: int | None = None) -> list[int]:
 
 def check_depths(text: str) -> None:
     parse_depths(text)
+
+
+def depth_tokens(job: Job) -> dict:
+    """The depth a pair realises in the model's tokens: where its inserted fact starts."""
+    fact = job.pair.variant.facts[job.pair.variant.queries[0].fact]
+    return {"depth_tokens": int(fact.span.start)}
 
 
 @probe("fact-insert", version=2)
@@ -89,7 +90,6 @@ class FactInsert(PairedProbe):
 
     def plan(self, ctx: RunContext) -> None:
         from synth import rng as rnd
-        from synth.edits import insert
 
         bins = distance_bins(self.params.distance, ctx)
         g_ = ctx.geometry
@@ -97,36 +97,22 @@ class FactInsert(PairedProbe):
         self.groups = []
         self.jobs = []
         for depth in depths:
+            lead = ctx.texts.synth_length(depth)
             for lo, hi in bins:
                 g = len(self.groups)
                 self.groups.append({"distance_lo": lo, "distance_hi": hi, "depth": depth})
                 rng = ctx.rng(self.name, lo, hi, depth)
-                lead = depth if ctx.bridge is None else ctx.bridge.synth_tokens(depth)
                 for _ in range(ctx.n):
                     d = rnd.randrange(rng, lo, hi)
-
-                    def inserts_of(d: int, rng=rng, g=g, lead=lead, depth=depth):
-                        """A base without the fact, and the function inserting it."""
-                        base = base_example(ctx.lang, rng, d, lead, supported=False)
-
-                        def draw():
-                            pair = insert(base, rng, ctx.lang, distance=d, query=0)
-                            if ctx.bridge is not None:
-                                pair = ctx.bridge.fill(pair, rng)
-                            return answer_job(g, pair, pair.variant, {"depth": depth}, sign=-1)
-
-                        return draw
-
-                    if ctx.bridge is None:
-                        self.jobs.append(inserts_of(d)())
-                        continue
-                    job = ctx.bridge.fit_distance(inserts_of, lo, hi, d, min_distance(ctx))
-                    if job is None:
+                    # the base lacks the fact; the insert edit states it at the base's distance
+                    v = Variant(g, "insert", {"query": 0}, {"depth": depth}, sign=-1,
+                                realised=depth_tokens)  # fmt: skip
+                    jobs = ctx.texts.fact_jobs(self.name, [v], rng, d, lead, (lo, hi),
+                                               supported=False)  # fmt: skip
+                    if jobs is None:
                         ctx.unmatched += 1
-                        continue
-                    fact = job.pair.variant.facts[job.pair.variant.queries[0].fact]
-                    job.info["depth_tokens"] = int(fact.span.start)
-                    self.jobs.append(job)
+                    else:
+                        self.jobs.extend(jobs)
         ctx.require_matched(self.name, len(self.jobs))
 
     def extra_metrics(self, ctx, records, bins) -> dict:

@@ -19,7 +19,7 @@ and A the alternative) cancels value priors.
 
 Through the tokenizer bridge (a model with its own tokenizer) the distance bins are in model
 tokens (each pair's synth distance fitted into its bin), `--answer-distance` is converted to
-about as many synth words' worth (`Bridge.synth_tokens`; each pair records the realised
+about as many synth words' worth (`Texts.synth_length`; each pair records the realised
 `answer_distance` and `gap` in model tokens), B must take A's model tokens and the base's filler
 is evened to the stale statement's model tokens; pairs that cannot be are counted as unmatched.
 
@@ -49,7 +49,7 @@ from probes.engine.fact_pairs import (
     draws_per_bin,
     lead_range,
 )
-from probes.engine.paired import Job, PairedProbe
+from probes.engine.paired import PairedProbe
 from synth.language import MAX_FACT_TOKENS
 
 DISTANCE_HELP = (
@@ -115,71 +115,16 @@ class FactUpdate(PairedProbe):
             for lo, hi in fixed
         ]
         self.jobs = []
-        bridge = ctx.bridge
-        ad = p.answer_distance if bridge is None else bridge.synth_tokens(p.answer_distance, 6)
+        # the update `answer_distance` tokens before the answer, in the texts' own tokens
+        ad = ctx.texts.synth_length(p.answer_distance, 6)
         for g, rng, d in draws_per_bin(self.name, ctx, fixed):
             lead = rnd.randrange(rng, lead_lo, lead_hi)
-            if bridge is None:
-                self.jobs.append(self._job(ctx, rng, g, d, lead, ad)())
-                continue
-
-            def updates_of(distance: int, rng=rng, g=g, lead=lead):
-                return self._job(ctx, rng, g, distance, lead, ad)
-
-            lo, hi = fixed[g]
-            job = bridge.fit_distance(updates_of, lo, hi, d, ad + MAX_FACT_TOKENS + 1)
+            job = ctx.texts.restated_fact_job(self.name, rng, g, d, lead, fixed[g], restated_at=ad)
             if job is None:
                 ctx.unmatched += 1
-                continue
-            real = int(job.base_targets[0]) - self._update_end(job)
-            job.info.update(answer_distance=real, gap=job.distance - real)
-            self.jobs.append(job)
+            else:
+                self.jobs.append(job)
         ctx.require_matched(self.name, len(self.jobs))
-
-    @staticmethod
-    def _update_end(job: Job) -> int:
-        """The model position of the update's last token (the fact before the query)."""
-        v = job.pair.variant
-        q = v.queries[0]
-        return int(v.facts[q.fact].span.end) - 1
-
-    def _job(self, ctx: RunContext, rng, group: int, distance: int, lead: int, ad: int):
-        """A base at `distance` (the update `ad` synth tokens before the answer), and the
-        function drawing its update (the new value B, the filler over the stale statement)."""
-        from synth.generate import make_example
-
-        try:
-            base0 = make_example(ctx.lang, rng, [distance], lead=lead)
-        except ValueError as e:
-            raise ProbeInputError(f"cannot build an update at distance {distance}: {e}") from None
-        return lambda: self._draw(ctx, rng, group, base0, lead, ad)
-
-    def _draw(self, ctx: RunContext, rng, group: int, base0, lead: int, ad: int) -> Job:
-        from synth.edits import delete, update
-
-        try:
-            upd = update(base0, rng, ctx.lang, distance=ad, answer="new")
-        except ValueError as e:
-            raise ProbeInputError(f"cannot build an update at distance {len(base0)}: {e}") from None
-        stale, k = upd.variant, int(upd.meta["stale_fact"])
-        old = stale.facts[k]
-        # base: the stale statement overwritten by neutral filler (nothing moves); variant: stale
-        meta = {"edit": "fact-update", "stale": [old.span.start, old.span.end]}
-        deleted = delete(stale, rng, ctx.lang, fact=k)
-        if ctx.bridge is not None:
-            deleted = ctx.bridge.fill(deleted, rng)
-        pair = deleted.reversed(meta)
-        bt, vt = pair.aligned_targets()
-        return Job(
-            group=group,
-            pair=pair,
-            base_targets=bt,
-            variant_targets=vt,
-            fact_end=old.span.end - 1,
-            sign=1,
-            alt=tuple(old.value),
-            info={"lead": lead, "gap": base0.distance(0) - ad, "value_len": len(bt)},
-        )
 
     def record_fields(self, r: dict) -> dict:
         """p(A) (the stale value) and its share against p(B), in the stale text and the base,

@@ -29,6 +29,18 @@ class Variant:
     info: dict[str, Any] = field(default_factory=dict)
     alt: Callable | None = None
     base_id: int | None = None
+    # How it is scored and drawn: `sign` of its delta; `rng`, the stream its edit (and the
+    # evening of it) draws from (None: the base's); `value_len`, record the answer's length in
+    # `info`; `check_tail`, its base's last n tokens scored as a beyond-reach check (None: no
+    # check); `refusal`, what a refused edit is called in the one-line error (None: the edit's
+    # ValueError as it is); `realised(job)`, what `info` records of lengths as the model's
+    # tokens realise them, where those differ from the drawn ones (through the bridge).
+    sign: int = 1
+    rng: Any = None
+    value_len: bool = True
+    check_tail: int | None = None
+    refusal: str | None = None
+    realised: Callable | None = None
 
 
 class Texts:
@@ -76,8 +88,32 @@ class Texts:
 
     def fact_jobs(
         self, probe: str, variants: list[Variant], rng, distance: int, lead: int,
-        bin: tuple[int, int],
+        bin: tuple[int, int], *, supported: bool = True, tail: int = 2,
+        minimum: int | None = None,
     ) -> list[Job] | None:  # fmt: skip
         """The jobs of `variants`, every one an edit of one base (`fact_job`); None when any of
-        them does not stay aligned in the model's tokens."""
+        them does not stay aligned in the model's tokens. `supported=False`: the base holds the
+        query but not its fact, and each edit states it at the base's distance (the edit gets
+        `distance`); `tail` filler tokens end the base; `minimum`, the shortest distance a base
+        is drawn at while its distance is fitted (default `min_distance`)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ lengths and restatements
+
+    def synth_length(self, tokens: int, minimum: int = 1) -> int:
+        """About how many tokens of filler, as the texts are drawn, make `tokens` of the model's
+        tokens: `tokens` itself where the texts are drawn in the model's tokens."""
+        return tokens
+
+    def restated_fact_job(
+        self, probe: str, rng, group: int, distance: int, lead: int, bin: tuple[int, int], *,
+        restated_at: int,
+    ) -> Job | None:  # fmt: skip
+        """The job of a fact stated twice: with value A, its last token `distance` tokens before
+        the answer, then restated with a new value B (the `update` edit) `restated_at` tokens
+        before it; the query answers B. Base: the restatement alone (the first statement
+        overwritten by filler, `delete`); variant: both; the answer's contrast value is A, and
+        distances run from the outdated statement. `info` records the `lead` and the `gap`
+        between the two statements (through the bridge the realised `gap` and `answer_distance`
+        in model tokens). None: not kept aligned in the model's tokens."""
         raise NotImplementedError

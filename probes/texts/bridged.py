@@ -45,6 +45,7 @@ from synth import rng as rnd
 from synth.edits._common import doc_topic
 from synth.example import Example, Fact, Pair, Query, Span
 from synth.generate import filler
+from synth.language import MAX_FACT_TOKENS
 from synth.text.render import Misaligned, Piece, Rendered, mismatch, render
 
 FIT_ATTEMPTS = 12  # bases drawn per pair before it is counted as unmatched
@@ -402,8 +403,33 @@ class BridgedTexts(SynthTexts):
     def even(self, pair: Pair, rng) -> Pair:
         return self.bridge.fill(pair, rng)
 
-    def fact_jobs(self, probe, variants, rng, distance, lead, bin):
+    def fact_jobs(self, probe, variants, rng, distance, lead, bin, *, supported=True, tail=2,
+                  minimum=None):  # fmt: skip
         def edits_of(d: int):
-            return self.fact_draw(variants, rng, d, lead)
+            return self.fact_draw(variants, rng, d, lead, supported=supported, tail=tail)
 
-        return self.bridge.fit_distance(edits_of, bin[0], bin[1], distance, self.min_distance)
+        least = self.min_distance if minimum is None else minimum
+        jobs = self.bridge.fit_distance(edits_of, bin[0], bin[1], distance, least)
+        if jobs is not None:
+            for v, job in zip(variants, jobs, strict=True):
+                if v.realised is not None:
+                    job.info.update(v.realised(job))
+        return jobs
+
+    # ------------------------------------------------------------------ lengths and restatements
+
+    def synth_length(self, tokens: int, minimum: int = 1) -> int:
+        return self.bridge.synth_tokens(tokens, minimum)
+
+    def restated_fact_job(self, probe, rng, group, distance, lead, bin, *, restated_at):
+        def restated_of(d: int):
+            return self.restated_draw(probe, rng, group, d, lead, restated_at)
+
+        least = restated_at + MAX_FACT_TOKENS + 1  # the outdated statement ends before the new
+        job = self.bridge.fit_distance(restated_of, bin[0], bin[1], distance, least)
+        if job is not None:
+            v = job.pair.variant
+            restated_end = int(v.facts[v.queries[0].fact].span.end) - 1
+            real = int(job.base_targets[0]) - restated_end
+            job.info.update(answer_distance=real, gap=job.distance - real)
+        return job

@@ -32,9 +32,11 @@ class HaystackTexts(Texts):
         n = self.world.haystack.n_tokens
         return [(n, f"the haystack's {n:,} tokens")]
 
-    def fact_jobs(self, probe, variants, rng, distance, lead, bin):
+    def fact_jobs(self, probe, variants, rng, distance, lead, bin, *, supported=True, tail=2,
+                  minimum=None):  # fmt: skip
         missing = [v.edit for v in variants if v.edit not in REAL_EDITS]
-        if missing:
+        # a base without its fact, or with another tail, is not written on real text yet
+        if missing or not supported or tail != 2:
             raise ProbeInputError(f"probe {probe} does not write real text yet; drop --haystack")
         try:
             base = fact_text(self.world, rng, [distance], lead=lead)
@@ -50,3 +52,9 @@ class HaystackTexts(Texts):
                        base_id=v.base_id)
             for v, pair in zip(variants, pairs, strict=True)
         ]  # fmt: skip
+
+    # ------------------------------------------------------------------ restatements
+
+    def restated_fact_job(self, probe, rng, group, distance, lead, bin, *, restated_at):
+        # the `update` edit has no real-text realisation (`probes.texts.real_edits`)
+        raise ProbeInputError(f"probe {probe} does not write real text yet; drop --haystack")
