@@ -25,8 +25,7 @@ import click
 from probes.api.params import number_type
 from probes.cli.errors import EXIT_CHECK, EXIT_INTERRUPT, BadInput
 from probes.limits import MAX_THREADS
-from probes.training.job import DEFAULT_OUT
-from probes.training.presets import PRESETS
+from probes.training.presets import DEFAULT_OUT, PRESETS
 
 # Write failures that are this machine's state, not a bug: the disk is full, over quota or
 # read-only (exit 2 with the path; a resumed run continues from the last checkpoint).

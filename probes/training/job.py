@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from txl.train import EvalFn, TrainResult
     from txl.train_config import TrainConfig
 
-DEFAULT_OUT = Path("runs") / "train"  # a run goes to DEFAULT_OUT / PRESET unless told otherwise
-
 
 @dataclass(frozen=True)
 class TrainJob:
@@ -69,7 +67,7 @@ def resolve_job(
     """The config, layered: preset < config file < explicit options < `--set` overrides; on a
     resume with neither a preset nor a file, the run's own saved config < options < overrides.
     `model.vocab_size` is the language's (a different one is refused)."""
-    from probes.training.presets import DEFAULT_PRESET, resolve_dict
+    from probes.training.presets import DEFAULT_OUT, DEFAULT_PRESET, resolve_dict
     from probes.training.synth_data import language_from
     from probes.training.text_data import load_text, text_table
     from txl.run_dir import load_run_config

@@ -243,6 +243,8 @@ PRESETS["text"] = {
     "eval": {},
 }
 
+# a run goes to DEFAULT_OUT / PRESET unless told otherwise
+DEFAULT_OUT = Path("runs") / "train"
 DEFAULT_PRESET = "tiny"
 TEXT_PRESET = "text"  # what `--text` trains with unless a preset or config file is given
 
