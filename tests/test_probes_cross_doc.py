@@ -97,7 +97,7 @@ def test_pairs_keep_b_identical_and_place_the_conflict_at_the_distance(models):
     ctx = RunContext(lm, g, horizon(lm, g), SynthTexts(Language.default()), n=5, seed=3)
     p = CrossDoc(pm.build(CrossDoc.Params, {"distance": "5-9"}))
     p.plan(ctx)
-    lang = ctx.lang
+    lang = ctx.texts.lang
     for pr in p.pairs:
         la = pr["len_a"]
         assert (pr["conf"][la:] == pr["foreign"][la:]).all()  # B is the same text

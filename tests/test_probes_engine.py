@@ -108,8 +108,8 @@ class IdentityProbe(PairedProbe):
         self.jobs = []
         rng = ctx.rng("identity")
         for i in range(ctx.n):
-            base = make_example(ctx.lang, rng, [8 + 4 * i], lead=5 + i)
-            pair = identity(base, rng, ctx.lang)
+            base = make_example(ctx.texts.lang, rng, [8 + 4 * i], lead=5 + i)
+            pair = identity(base, rng, ctx.texts.lang)
             bt, vt = pair.aligned_targets()
             q = base.queries[0]
             fact_end = base.facts[q.fact].span.end - 1

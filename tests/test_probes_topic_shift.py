@@ -34,7 +34,7 @@ def test_only_distant_filler_changes_and_scored_tokens_are_untouched():
         assert changed.size and changed.max() <= job.fact_end < job.base_targets.min()
         assert base.filler_mask()[changed].all()  # facts and queries untouched
         assert (base.tokens[job.base_targets] == var.tokens[job.base_targets]).all()
-        new = ctx.lang.grammar  # the replaced filler comes from another topic
+        new = ctx.texts.lang.grammar  # the replaced filler comes from another topic
         assert job.info["old_topic"] != job.info["new_topic"] and new is not None
     kinds = [p.groups[j.group]["tokens"] for j in p.jobs]
     assert kinds.count("ordinary") == kinds.count("answer") == len(p.jobs) // 2

@@ -83,21 +83,6 @@ class RunContext:
         """The ids the model reads: pad, separator (`<eod>` or the tokenizer's) and size."""
         return self.texts.vocab
 
-    @property
-    def lang(self):
-        """The synth Language of the texts (None on real text)."""
-        return None if self.texts is None else self.texts.lang
-
-    @property
-    def text(self):
-        """Real text (--haystack): the synth.text.world.TextWorld of the texts, else None."""
-        return None if self.texts is None else self.texts.world
-
-    @property
-    def bridge(self):
-        """A model with its own tokenizer: the bridge its synth texts go through, else None."""
-        return None if self.texts is None else self.texts.bridge
-
     def require_matched(self, probe: str, planned: int) -> None:
         """Refuse (bad input, one line) a run on real text or through the tokenizer bridge in
         which no pair could be kept aligned in the model's tokens."""

@@ -9,13 +9,13 @@ that every fact precedes the block of queries); filler tokens of the window, eve
 the `ordinary` targets (local grammar and topic). Every scored token has at least `max_context` tokens of its own document before it, so
 truncating its history to c ≤ max_context tokens is exact truncation, never the document start.
 
-Through the tokenizer bridge (a model with its own tokenizer) a text is drawn in synth words and
-mapped to the model's tokens (`bridged`): the facts' distances are drawn in model tokens and
-converted to synth words (`Bridge.synth_tokens`), the window is the model tokens of its words,
-the answer targets every model token of the answers, the ordinary targets evenly spaced among
-the model tokens of the window's filler, each answer token's distance measured in model tokens.
-The lead still has `max_context` synth words, so at least as many model tokens; texts are
-padded to one length after their last scored token (`padded`).
+The texts are drawn by the run's texts (`Texts.sweep_text`, probes/texts/): synth ids, real
+text, or synth text mapped to a model's own tokens, where the facts' distances are drawn in model
+tokens and converted to synth words (`Texts.synth_length`), the window is the model tokens of its
+words, the answer targets every model token of the answers, the ordinary targets evenly spaced
+among the model tokens of the window's filler, each answer token's distance measured in model
+tokens. The lead there still has `max_context` synth words, so at least as many model tokens;
+texts of unequal lengths are padded to one after their last scored token (`padded`).
 
 `truncated(model, texts, c)`: every target predicted from exactly c previous tokens (the
 recompute evaluator with window c, via the LossModel's `score_window`); `streaming(model, texts,
@@ -84,13 +84,9 @@ def make_texts(
     """n sweep texts; `ordinary` > 0 keeps that many of the window's filler tokens (evenly
     spaced) as ordinary targets, 0 all of them."""
     from synth import rng as rnd
-    from synth.generate import make_example
-    from synth.text.facts import fact_text
-    from synth.text.render import Misaligned
 
-    ordinary_k = ordinary
-    # tokens of one query (on real text: the longest prefix, the value and the full stop)
-    query = 8 if ctx.text is None else ctx.text.min_distance + ctx.text.value_len + 1
+    texts = ctx.texts
+    query = texts.query_length  # tokens of one query (on real text an English query's)
     lo = max(MIN_FACT_DISTANCE, query * facts + 4)  # every fact before the block of queries
     hi = max(lo, max_context - 16)
     length = max(max_context, hi + 16) + window + 1
@@ -99,7 +95,7 @@ def make_texts(
             f"--window {window} cannot hold {facts} queries ({query} tokens each) and some "
             f"filler; use --window {query * facts + 8} or fewer --facts"
         )
-    texts = []
+    out = []
     edges = np.geomspace(lo, hi + 1, facts + 1)
     for _ in range(n):
         dists = []
@@ -108,73 +104,51 @@ def make_texts(
             d = int(math.exp(lo_k + (hi_k - lo_k) * rng.random()))
             dists.append(min(max(d, lo), hi))
         order = rnd.permutation(rng, facts)
-        dists = [dists[i] for i in order]
+        dists = [texts.synth_length(dists[i], lo) for i in order]
         try:
-            if ctx.text is not None:
-                ex = fact_text(ctx.text, rng, dists, length=length, lead=8)
-            elif ctx.bridge is not None:
-                synth = [ctx.bridge.synth_tokens(d, lo) for d in dists]
-                ex = make_example(ctx.lang, rng, synth, length=length, lead=8)
-            else:
-                ex = make_example(ctx.lang, rng, dists, length=length, lead=8)
-        except Misaligned:
-            ctx.unmatched += 1
-            continue
+            text = texts.sweep_text(rng, dists, length, length - window, ordinary)
         except ValueError as e:
             raise ProbeInputError(f"cannot build a sweep text: {e}") from None
-        start = length - window
-        if ctx.bridge is not None:
-            try:
-                texts.append(bridged(ctx.bridge, ex, start, ordinary_k))
-            except Misaligned:
-                ctx.unmatched += 1
-            continue
-        keep = ex.targets >= start
-        answer = ex.targets[keep]
-        dist = np.concatenate([ex.distance(q) + np.arange(len(q.answer)) for q in ex.queries])
-        dist = dist[keep]
-        filler = np.flatnonzero(ex.filler_mask())
-        ordinary = filler[filler >= start]
-        if 0 < ordinary_k < len(ordinary):
-            pick = np.unique(np.linspace(0, len(ordinary) - 1, ordinary_k).round().astype(int))
-            ordinary = ordinary[pick]
-        texts.append(SweepText(ex.tokens, ex.doc_ids, answer, ordinary, dist))
-    ctx.require_matched("context-sweep", len(texts))
-    return texts if ctx.bridge is None else padded(texts, ctx.pad_id)
+        if text is None:
+            ctx.unmatched += 1
+        else:
+            out.append(text)
+    ctx.require_matched("context-sweep", len(out))
+    return padded(out, ctx.pad_id)
+
+
+def evenly(positions: np.ndarray, k: int) -> np.ndarray:
+    """`k` of the positions, evenly spaced (0, or k at least their number: all of them)."""
+    if 0 < k < len(positions):
+        pick = np.unique(np.linspace(0, len(positions) - 1, k).round().astype(int))
+        return positions[pick]
+    return positions
+
+
+def example_sweep_text(ex, start: int, ordinary: int) -> SweepText:
+    """A drawn example (synth.example.Example) in the model's tokens as a sweep text scored from
+    `start` on: its answer tokens there, `ordinary` of its filler tokens there (`evenly`)."""
+    keep = ex.targets >= start
+    dist = np.concatenate([ex.distance(q) + np.arange(len(q.answer)) for q in ex.queries])
+    filler = np.flatnonzero(ex.filler_mask())
+    picked = evenly(filler[filler >= start], ordinary)
+    return SweepText(ex.tokens, ex.doc_ids, ex.targets[keep], picked, dist[keep])
 
 
 def padded(texts: list[SweepText], pad: int) -> list[SweepText]:
-    """Texts of one length: each bridged text ends in pad tokens (a document of their own, after
-    every scored token, so no score depends on them)."""
+    """Texts of one length: each shorter one (through the bridge) ends in pad tokens (a document
+    of their own, after every scored token, so no score depends on them)."""
     n = max(len(t.tokens) for t in texts)
     out = []
     for t in texts:
         k = n - len(t.tokens)
+        if k == 0:
+            out.append(t)
+            continue
         tokens = np.r_[t.tokens, np.full(k, pad, dtype=np.int64)]
         docs = np.r_[t.doc_ids, np.full(k, int(t.doc_ids[-1]) + 1, dtype=np.int64)]
         out.append(replace(t, tokens=tokens, doc_ids=docs))
     return out
-
-
-def bridged(bridge, ex, start: int, ordinary_k: int) -> SweepText:
-    """A synth sweep text in the model's tokens (module docstring); `start`: the synth position
-    of the window's first word."""
-    r = bridge.render(ex)
-    answer, dist = [], []
-    for q in ex.queries:
-        if q.answer.start < start:
-            continue
-        tokens = bridge.positions(r, q.answer.indices())
-        end = int(r.spans[ex.facts[q.fact].span.end - 1, 1]) - 1  # the fact's last model token
-        answer.append(tokens)
-        dist.append(tokens - end)
-    filler = np.flatnonzero(ex.filler_mask())
-    ordinary = bridge.positions(r, filler[filler >= start])
-    if 0 < ordinary_k < len(ordinary):
-        pick = np.unique(np.linspace(0, len(ordinary) - 1, ordinary_k).round().astype(int))
-        ordinary = ordinary[pick]
-    cat = np.concatenate
-    return SweepText(r.tokens, r.doc_ids, cat(answer), ordinary, cat(dist))
 
 
 def _rows(texts: list[SweepText]):

@@ -400,7 +400,8 @@ def run_record(
     from probes._version import __version__
     from probes.framework import provenance
 
-    lm, lang = ctx.model, ctx.lang
+    lm = ctx.model
+    lang = None if ctx.texts is None else ctx.texts.lang  # the synth language they are drawn in
     synth_info = None
     if lang is not None:
         import synth

@@ -34,7 +34,9 @@ ids, other content, a scoring call of its own), and must score the same within t
 tolerance: an evaluator that ignores reset reads the text before the boundary and fails it (not
 applicable under `--carry`, where the doc condition reads it by design).
 
-With `--haystack` the text is real: shuffled independent sentences of the haystack, the One
+With `--haystack` the text is real: shuffled independent sentences of the haystack (both:
+`Texts.sentence_text`; through the tokenizer bridge the synth text in the model's tokens, cut to
+the length), the One
 Billion Word analogue (sentences of real prose share more than synth's do — a style, a
 subject — so a gain past the first positions is the cache reading that, not repair).
 
@@ -96,9 +98,6 @@ class Boundary(Probe):
     self_checks = ("first_segment_equal", "reset_boundary_equal")
 
     def plan(self, ctx: RunContext) -> None:
-        from synth.generate import make_local_example
-        from synth.text.contexts import sentence_text
-
         g = ctx.geometry
         T = g.tgt_len
         if getattr(ctx.model, "evaluator", None) == "state":
@@ -118,16 +117,7 @@ class Boundary(Probe):
         self.length = (self.warm + self.params.segments) * T + 1
         self.nomem_geometry = replace(g, mem_len=0, same_length=False)
         rng = ctx.rng(self.name, T, self.length)
-        if ctx.text is not None:
-            self.texts = [sentence_text(ctx.text, rng, self.length) for _ in range(ctx.n)]
-        else:
-            self.texts = [make_local_example(ctx.lang, rng, self.length) for _ in range(ctx.n)]
-        if ctx.bridge is not None:  # the model's tokens, cut to the same length
-            self.texts = [self._bridged(ctx, ex) for ex in self.texts]
-
-    def _bridged(self, ctx: RunContext, ex):
-        tokens, doc_ids = ctx.bridge.tokens(ex)  # never shorter: a word is at least one token
-        return ex.replace(tokens=tokens[: self.length], doc_ids=doc_ids[: self.length])
+        self.texts = [ctx.texts.sentence_text(rng, self.length) for _ in range(ctx.n)]
 
     def execute(self, ctx: RunContext) -> Outcome:
         from probes.engine.rows import score_batches
@@ -366,10 +356,9 @@ class Boundary(Probe):
                         "ci95": v["ci95"],
                     }
                 )
-        text = "haystack sentences" if ctx.text is not None else "local-only text"
         title = (
             f"{self.name} · {ctx.model.info.id} · mem {g.mem_len} tgt {g.tgt_len} · "
-            f"{text} · first {self.params.first} positions = segment start"
+            f"{ctx.texts.sentences} · first {self.params.first} positions = segment start"
         )
 
         return plots.deferred(

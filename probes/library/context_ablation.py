@@ -1,11 +1,12 @@
 """context-ablation: how far back the context is used, and how — its far part dropped, shuffled or
 replaced (Khandelwal et al. 2018, "Sharp Nearby, Fuzzy Far Away").
 
-Each text is `--context` tokens of context and then `--window` scored tokens, one document. For
-every distance d of `--distance`, the context farther than d tokens before the first scored
-token (everything from the text's opening token to the boundary b = L − W − d, L the text's length;
-on real text b moves back to the start of the word it cuts, so whole words move) is ablated three
-ways, each a row of its own:
+Each text is `--context` tokens of context and then `--window` scored tokens, one document
+(`Texts.local_text`). For every distance d of `--distance`, the context farther than d tokens
+before the first scored token (everything from the text's opening token to the boundary
+b = L − W − d, L the text's length; on real text b moves back to the start of the word it cuts,
+so whole words move: `Texts.word_starts`) is ablated three ways, each a row of its own (the
+shuffled and replaced ones written by `Texts.ablated_tokens`):
 
 - `drop`: the far context removed — the opening token, then the text from b on (truncation: what
   a model with a context of d + W tokens sees; the scored tokens move to earlier positions);
@@ -53,7 +54,6 @@ from probes.api.registry import probe
 ABLATIONS = ("drop", "shuffle", "replace")
 CONTEXT = 512  # the default context, when the model and the evaluator hold it
 THRESHOLD = 1.0  # percent of the intact loss: Khandelwal et al.'s "within 1 %"
-REDRAWS = 8  # draws of a shuffle or a foreign run before a text's cell is given up
 
 DISTANCE_HELP = (
     "distances d (tokens from the ablated far context to the first scored token): 'auto' "
@@ -169,17 +169,9 @@ class ContextAblation(Probe):
 
     def _text(self, ctx: RunContext, rng, index: int) -> Ablated:
         """A text and its 3·K ablated rows (each distance's draws a stream of their own)."""
-        from synth.generate import make_local_example
-        from synth.text.contexts import contiguous_text
-
         first = self.context  # the first scored token
-        if ctx.text is None:
-            ex = make_local_example(ctx.lang, rng, self.length)
-            starts = np.arange(1, self.length)
-        else:
-            ex = contiguous_text(ctx.text, rng, self.length)
-            i, j = ex.meta["pieces"]
-            starts = 1 + np.concatenate([[0], np.cumsum(ctx.text.haystack.piece_lengths(i, j))])
+        ex = ctx.texts.local_text(rng, self.length)
+        starts = ctx.texts.word_starts(ex)  # whole words move
         tokens = ex.tokens
         rows: dict[tuple[str, int], np.ndarray | None] = {}
         boundary = []
@@ -195,49 +187,9 @@ class ContextAblation(Probe):
     def _ablate(self, ctx: RunContext, rng, ex, kind: str, b: int) -> np.ndarray | None:
         """The text with tokens [1, b) shuffled by word or replaced by foreign tokens; None when
         no draw leaves the tokens from b on as they are."""
-        from synth import rng as rnd
-        from synth.generate import make_local_example
-
-        tokens = ex.tokens
         if b <= 1:  # nothing before the boundary but the opening token
-            return tokens.copy()
-        if ctx.text is None:  # the synthetic language: a token is a word
-            if kind == "shuffle":
-                far = tokens[1:b][rnd.permutation(rng, b - 1)]
-            else:
-                far = make_local_example(ctx.lang, rng, b).tokens[1:b]
-            return np.concatenate([tokens[:1], far, tokens[b:]])
-        from synth.text.haystack import HaystackError
-        from synth.text.render import Misaligned, Piece, render
-
-        world, h = ctx.text, ctx.text.haystack
-        i, j = ex.meta["pieces"]
-        lengths = np.asarray(h.piece_lengths(i, j))
-        n_far = int(np.searchsorted(1 + np.cumsum(lengths), b, side="right"))  # whole words
-        sep = Piece(world.tokenizer.separator, 0, "eod")
-        rest = list(range(i + n_far, j))
-        own_docs = {int(h.doc_of[x % h.n_pieces]) for x in range(i, j)}  # the text's documents
-        for _ in range(REDRAWS):
-            if kind == "shuffle":
-                order = [i + int(x) for x in rnd.permutation(rng, n_far)]
-            else:
-                try:
-                    doc, z0, z1 = h.document_run(rng, b - 1, exclude=int(h.doc_of[i % h.n_pieces]))
-                except HaystackError:
-                    return None
-                if doc in own_docs:
-                    continue
-                order = list(range(z0, z1))
-            idx = order + rest
-            pieces = [sep, *(Piece(h.pieces(x, x + 1)[0], 0) for x in idx)]
-            planned = [1, *(h.piece_lengths(x, x + 1)[0] for x in idx)]
-            try:
-                out = render(world.tokenizer, pieces, planned).tokens[: len(tokens)]
-            except Misaligned:
-                continue
-            if len(out) == len(tokens) and np.array_equal(out[b:], tokens[b:]):
-                return out
-        return None
+            return ex.tokens.copy()
+        return ctx.texts.ablated_tokens(rng, ex, kind, b)
 
     def execute(self, ctx: RunContext) -> Outcome:
         from probes.engine.rows import score_batches

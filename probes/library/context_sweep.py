@@ -1,9 +1,10 @@
 """context-sweep: loss vs visible history, by truncation, for answer and ordinary tokens.
 
-Fixed target tokens (probes.engine.sweep: the last `--window` tokens of long documents, holding `--facts`
-queries whose facts lie at distances spread log-uniformly up to the maximum, and filler), scored
-with a visible history of exactly c tokens for every c of `--contexts`: each target is predicted
-from a fresh window of its c previous tokens (the recompute evaluator with window c; its own
+Fixed target tokens (probes.engine.sweep, each text drawn by `Texts.sweep_text`: the last
+`--window` tokens of long documents, holding `--facts` queries whose facts lie at distances
+spread log-uniformly up to the maximum, and filler), scored with a visible history of exactly c
+tokens for every c of `--contexts`: each target is predicted from a fresh window of its c
+previous tokens (the recompute evaluator with window c; its own
 document is always longer), opened by the text's opening token (`--opening`, the default: a
 model pretrained on texts that begin with its bos has never seen one without it, and Gemma 3
 reads a window without it worse than uniform at c = 1; `--no-opening`: the c tokens alone, as
@@ -21,8 +22,8 @@ queries in haystack filler, the ordinary targets haystack words; `--window` must
 queries (about 40 tokens each under a small BPE; its default there makes room for them).
 
 Through the tokenizer bridge (a model with its own tokenizer) the texts are synth texts mapped
-to the model's tokens (`probes.engine.sweep.bridged`): contexts, distances and the window's
-scored tokens are model tokens; `--window` counts synth words there.
+to the model's tokens (`probes.texts.bridged.BridgedTexts.mapped_sweep_text`): contexts,
+distances and the window's scored tokens are model tokens; `--window` counts synth words there.
 
 Effective context (`effective_context`, per token set answer | ordinary | all): the smallest c of
 the sweep whose perplexity is within 1 % of the perplexity at the largest c,
@@ -154,8 +155,8 @@ class ContextSweep(Probe):
             )
         self.max_context = self.contexts[-1]
         window = p.window
-        if window is None:  # real text: an English query is about 40 tokens, not 8
-            window = 64 if ctx.text is None else p.facts * (ctx.text.min_distance + 8) + 32
+        if window is None:  # room for the queries (on real text about 40 tokens each, not 8)
+            window = ctx.texts.query_window(p.facts)
         rng = ctx.rng(self.name, self.max_context, window, p.facts)
         self.texts = make_texts(ctx, rng, ctx.n, self.max_context, window, p.facts, p.ordinary)
 

@@ -51,8 +51,9 @@ Through the tokenizer bridge (a model with its own tokenizer) the texts are synt
 to the model's tokens: the foreign document's filler is evened to A's model tokens (B's tokens
 then sit at the same positions after either), V′ must take V's tokens, the distance bins are in
 model tokens (each pair's synth gap fitted into its bin), `--b-distance` is about as many model
-tokens (`Bridge.synth_tokens`; default 16 synth words) and `--first` counts B's first model
-tokens; pairs that cannot be mapped are counted as unmatched.
+tokens (`Texts.synth_length`; default 16 synth words) and `--first` counts B's first model
+tokens; pairs that cannot be mapped are counted as unmatched. The texts are the run's
+(`Texts.cross_doc_pair`, `probes.texts.cross_doc_texts`).
 
 Default n = 24 pairs per bin: with the 3–4 auto bins per family the rule detects (80 % power)
 0.70–0.73 sd of the per-pair deltas (`mdd80` reports it in nats); stale state worth reporting moves
@@ -75,12 +76,11 @@ from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
 from probes.engine.aggregate import by_group, by_reach, family_bins, flat_arrays
 from probes.engine.checks import note, zero_check
-from probes.engine.cross_doc_texts import B_LEAD, TextShape, bridged_draw, pair_arrays
 from probes.engine.distance_bins import gap_bins, parse_ranges
 from probes.engine.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin, row_limit
 from probes.engine.rows import Rows, score_batches
 from probes.stats import signed_effect, verdict_counts
-from synth.language import FACT_VALUE_OFFSET
+from probes.texts.cross_doc_texts import B_LEAD, TextShape
 
 KINDS = ("carry-reset", "foreign-reset", "conflict")
 POLICIES = ("reset", "carry", "foreign")
@@ -149,20 +149,19 @@ class CrossDoc(Probe):
         from probes.api.model import horizon
 
         p = self.params
-        self.b_distance = p.b_distance or (ctx.text.min_distance if ctx.text else 16)
-        if ctx.bridge is not None:
-            self.b_distance = ctx.bridge.synth_tokens(p.b_distance, 6) if p.b_distance else 16
+        texts = ctx.texts
+        self.b_distance = (
+            texts.synth_length(p.b_distance, 6) if p.b_distance else texts.short_distance
+        )
         self.reset_geometry = replace(ctx.geometry, reset=True)
         self.carry_geometry = replace(ctx.geometry, reset=False)
         self.carry_horizon = horizon(ctx.model, self.carry_geometry)
         self.reset_moves_positions = reset_moves_positions(ctx.model)
         (_, _), (_, reach) = self.carry_horizon.ranges()
-        # B's first answer token after its <eod>: its lead, its fact with a one-token value (on
-        # real text: a fact's tokens), then b_distance
-        fact = len(ctx.text.fact(0, 0, 0)) if ctx.text else FACT_VALUE_OFFSET + 2
-        offset = B_LEAD + fact + self.b_distance
-        if ctx.bridge is not None:  # in model tokens
-            offset = round(offset * ctx.bridge.filler_ratio)
+        # B's first answer token after its <eod>, in the model's tokens: its lead, its fact
+        # with a one-token value (on real text: a fact's tokens), then b_distance
+        fact = texts.fact_length
+        offset = texts.model_length(B_LEAD + fact + self.b_distance)
         given = parse_ranges(p.distance)
         bins = given or gap_bins(self.carry_horizon, offset)
         # filler after B's query, so that B's last CHECK_TAIL tokens lie beyond A's layered reach
@@ -181,7 +180,7 @@ class CrossDoc(Probe):
         limit = row_limit(ctx)  # what a text can hold: the haystack, a model's positions
         if limit is not None:
             # A's fact, and B's fact and answer beside its offset, in the model's tokens
-            facts = 2 * (round(fact * ctx.bridge.filler_ratio) if ctx.bridge is not None else fact)
+            facts = 2 * texts.model_length(fact)
             room = limit[0] - offset - facts
             if tail and p.check_tail == "auto" and bins[-1][1] + tail > room:
                 tail = 0  # the check's tokens do not fit: left out (the check says why)
@@ -208,13 +207,11 @@ class CrossDoc(Probe):
         self.check_tail = (tail, CHECK_TAIL) if tail else (2, 0)
         self.tail_rng = ctx.rng(self.name, "tail")
         self.groups = [{"distance_lo": lo, "distance_hi": hi} for lo, hi in bins]
-        shape = TextShape(self.b_distance, B_LEAD, p.first, *self.check_tail, self.tail_rng)
+        a_start = (1, ctx.geometry.tgt_len)  # A's fact starts in its first segment
+        shape = TextShape(self.b_distance, B_LEAD, p.first, *self.check_tail, self.tail_rng,
+                          a_start)  # fmt: skip
         drawn = [
-            pair_arrays(ctx, shape, rng, g, gap)
-            if ctx.bridge is None
-            else ctx.bridge.fit(
-                lambda d, rng=rng, g=g: bridged_draw(ctx, shape, rng, g, d), *bins[g], gap, 1
-            )
+            texts.cross_doc_pair(shape, rng, g, gap, bins[g])
             for g, rng, gap in draws_per_bin(self.name, ctx, bins)
         ]
         self.pairs = [pr for pr in drawn if pr is not None]  # None: not aligned in the tokenizer

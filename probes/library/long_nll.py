@@ -8,11 +8,11 @@ tokens: window attention), `sinks --sinks k` (the first k tokens kept besides: a
 `window` (a fresh window of mem + tgt tokens per scored token: sliding window with
 recomputation), and a Transformer-XL model's `cached` / `recompute`.
 
-Texts: `--length` tokens each, one document. On real text (`--haystack`) a contiguous run of the
-haystack, its documents in order, as a book is read; on the synthetic language, local-only
-sentences (nothing to retrieve: what a policy costs there is the loss of nearby context, and the
-loss of the sinks). Every `--stride`-th position is scored (with a recompute evaluator each
-scored token costs a window of its own: raise --stride there).
+Texts: `--length` tokens each, one document (`Texts.local_text`). On real text (`--haystack`) a
+contiguous run of the haystack, its documents in order, as a book is read; on the synthetic
+language, local-only sentences (nothing to retrieve: what a policy costs there is the loss of
+nearby context, and the loss of the sinks). Every `--stride`-th position is scored (with a
+recompute evaluator each scored token costs a window of its own: raise --stride there).
 
 Per text (the unit of analysis) and position band: the mean NLL of its scored tokens. Bands are
 W = mem + tgt positions wide: [1, W), [W, 2W), …; a band's NLL is the mean over texts with a
@@ -81,9 +81,6 @@ class LongNLL(Probe):
     )
 
     def plan(self, ctx: RunContext) -> None:
-        from synth.generate import make_local_example
-        from synth.text.contexts import contiguous_text
-
         g = ctx.geometry
         self.band = g.mem_len + g.tgt_len
         if self.band < 2:
@@ -117,10 +114,7 @@ class LongNLL(Probe):
             )
         self.length = length
         rng = ctx.rng(self.name, length)
-        if ctx.text is not None:
-            self.texts = [contiguous_text(ctx.text, rng, length) for _ in range(ctx.n)]
-        else:
-            self.texts = [make_local_example(ctx.lang, rng, length) for _ in range(ctx.n)]
+        self.texts = [ctx.texts.local_text(rng, length) for _ in range(ctx.n)]
         self.scored = np.arange(self.params.stride, length, self.params.stride)
         self.bands = self._bands(length)
 

@@ -27,8 +27,8 @@ the mean loss of each model at each c (`loss`). Bins: one per (model, r). Plot: 
 g_i(c) for r = the smallest of the set, with the 1 % threshold.
 
 Through the tokenizer bridge (a group reading one tokenizer of its own) the texts are synth
-texts mapped to its tokens, as context-sweep's are (`probes.engine.sweep.bridged`): contexts and
-Δ are model tokens.
+texts mapped to its tokens, as context-sweep's are (`BridgedTexts.mapped_sweep_text`): contexts
+and Δ are model tokens.
 
 Default n = 8 texts, each with about 22 targets (its answer tokens and `--ordinary` 16 filler
 tokens, evenly spaced over its last `--window` tokens): RECL needs every model at every c for

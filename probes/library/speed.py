@@ -20,10 +20,10 @@ not checks: nothing here fails a run.
 
 Metrics: `lengths`, per length (bins) `attn_len`, `mem_len`, `cached_ms_per_token`,
 `recompute_ms_per_token`, `ratio`, `ratio_range`; `ratio_at_max` (the ratio at the largest L).
-Plot: `speed.png`, ms per token vs L for both (log scale). `n` is unused (the text is filler;
-its content does not change the time). Through the tokenizer bridge (a model with its own
-tokenizer) the filler is rendered in the model's tokens and cut to the same length, so times
-are per model token.
+Plot: `speed.png`, ms per token vs L for both (log scale). `n` is unused (the text is filler,
+`Texts.local_text`; its content does not change the time). Through the tokenizer bridge (a
+model with its own tokenizer) the filler is rendered in the model's tokens and cut to the same
+length, so times are per model token.
 """
 
 from __future__ import annotations
@@ -84,7 +84,6 @@ class Speed(Probe):
 
     def plan(self, ctx: RunContext) -> None:
         from probes.engine.sweep import require_window
-        from synth.generate import local_sentences
 
         require_window([ctx.model], self.name)
         g = ctx.geometry
@@ -103,13 +102,8 @@ class Speed(Probe):
         self.warm = {m: math.ceil(m / T) * T for m in self.mems}
         length = max(self.warm.values()) + self.params.tokens + 1
         rng = ctx.rng(self.name, length)
-        body = local_sentences(ctx.lang, rng, length - 1)
-        self.tokens = np.r_[ctx.lang.vocab.eod_id, body].astype(np.int64)
-        if ctx.bridge is not None:  # the same filler in the model's tokens, cut to the length
-            from synth.example import Example
-
-            ex = Example(self.tokens, np.zeros(length, dtype=np.int64))
-            self.tokens = ctx.bridge.tokens(ex)[0][:length]
+        # the text's content does not change the time: local filler, in the model's tokens
+        self.tokens = ctx.texts.local_text(rng, length).tokens.astype(np.int64)
 
     def _time(self, fn) -> list[float]:
         fn()  # warm-up

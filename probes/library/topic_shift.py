@@ -22,8 +22,9 @@ Through the tokenizer bridge (a model with its own tokenizer) the distance bins 
 tokens (each pair's synth distance fitted into its bin), the replaced region is evened to the
 base region's model tokens with words of the new topic (`probes.texts.bridged.fill`), the scored
 window is the first `--window` model tokens of its words, and `--region` and `--fact-distance`
-are about as many model tokens (`Bridge.synth_tokens`; `--fact-distance` defaults to 64 there,
-16 synth words' worth); pairs that cannot be mapped are counted as unmatched.
+are about as many model tokens (`Texts.synth_length`; `--fact-distance` defaults to 64 there,
+16 synth words' worth); pairs that cannot be mapped are counted as unmatched. The run's texts
+draw each pair, in whichever of the three they are written (`Texts.topic_shift_jobs`).
 
 Topic adaptation is the effect of the cache that is neither boundary repair (the scored tokens
 have `distance` − 1 tokens of their own topic right before them in both texts) nor retrieval of a
@@ -50,7 +51,7 @@ from probes.api.declarations import (
     signed,
 )
 from probes.api.params import param
-from probes.api.probe_base import ProbeInputError, RunContext
+from probes.api.probe_base import RunContext
 from probes.api.registry import probe
 from probes.engine.fact_pairs import distance_bins, distance_param, draws_per_bin
 from probes.engine.paired import Job, PairedProbe
@@ -112,75 +113,32 @@ class TopicShift(PairedProbe):
             {"distance_lo": lo, "distance_hi": hi, "tokens": t} for lo, hi in bins for t in TOKENS
         ]
         self.jobs = []
+        p = self.params
         for b, rng, d in draws_per_bin(self.name, ctx, bins):
             g = {t: b * len(TOKENS) + i for i, t in enumerate(TOKENS)}  # this bin's two groups
-            if ctx.bridge is None or ctx.text is not None:
-                self.jobs += self._jobs(ctx, rng, g, d, base_id=len(self.jobs))
-                continue
-            lo, hi = bins[b]
-            jobs = ctx.bridge.fit_distance(
-                lambda d, rng=rng, g=g: self._bridged(ctx, rng, g, d, len(self.jobs)),
-                lo, hi, d, MIN_DISTANCE,
+            base_id = len(self.jobs)
+            jobs = ctx.texts.topic_shift_jobs(
+                rng, d, bins[b], region=p.region, window=p.window, fact_distance=p.fact_distance,
+                jobs=lambda pair, d, g=g, base_id=base_id: self._jobs(pair, g, d, base_id),
             )  # fmt: skip
             if jobs is None:
                 ctx.unmatched += len(TOKENS)
                 continue
             ordinary = jobs[0]
-            cut = ordinary.base_targets[: self.params.window]
+            # the window's words may take more model tokens (the bridge): its first `window`
+            cut = ordinary.base_targets[: p.window]
             self.jobs += [replace(ordinary, base_targets=cut, variant_targets=cut), jobs[1]]
         ctx.require_matched(self.name, len(self.jobs))
 
-    def _bridged(self, ctx: RunContext, rng, groups: dict[str, int], d: int, base_id: int):
-        """The draw of a pair at synth distance d for the tokenizer bridge: the base is drawn
-        anew each time (its region evened to the model tokens with the new topic's words)."""
-        p = self.params
-        bridge = ctx.bridge
-        region = bridge.synth_tokens(p.region, 8)
-        fact_distance = bridge.synth_tokens(p.fact_distance or 64, 6)
-
-        def draw():
-            jobs = self._jobs(ctx, rng, groups, d, base_id, region, fact_distance)
-            if not jobs:
-                from probes.texts.bridged import Unmatched
-
-                raise Unmatched("the topic shift did not keep its tokens")
-            return jobs
-
-        return draw
-
-    def _jobs(self, ctx, rng, groups: dict[str, int], d: int, base_id: int, region=None, fact=None):
-        from synth.edits import topic_shift
-        from synth.generate import make_example
-        from synth.text import contexts
-        from synth.text.render import Misaligned
-
-        p = self.params
-        fact_distance = fact or p.fact_distance or (ctx.text.min_distance if ctx.text else 16)
-        region = region or p.region
-        lead = region + (d - 1) + p.window
-        try:
-            if ctx.text is not None:  # the region: another haystack document's text
-                pair = contexts.topic_shift(
-                    ctx.text, rng, region=region, distance=d, window=p.window,
-                    fact_distance=fact_distance,
-                )  # fmt: skip
-                base, q = pair.base, pair.base.queries[0]
-            else:
-                base = make_example(ctx.lang, rng, [fact_distance], lead=lead)
-                q = base.queries[0]
-                hi = 1 + region  # first kept position
-                pair = topic_shift(base, rng, ctx.lang, keep=int(q.answer.start - hi))
-                if ctx.bridge is not None:  # the region evened with the new topic's words
-                    pair = ctx.bridge.fill(pair, rng, topic=pair.meta["new_topic"])
-        except Misaligned:
-            ctx.unmatched += 1
-            return []
-        except ValueError as e:
-            raise ProbeInputError(f"cannot build a topic shift at distance {d}: {e}") from None
+    def _jobs(self, pair, groups: dict[str, int], d: int, base_id: int) -> list[Job]:
+        """The pair's two jobs, drawn at distance d: its scored filler window, `d` tokens after
+        the last replaced token, and its query's answer."""
+        window = self.params.window
+        base, q = pair.base, pair.base.queries[0]
         replaced = np.flatnonzero(pair.alignment < 0)
         last = int(replaced.max())
-        ordinary = np.arange(last + d, last + d + p.window, dtype=np.int64)
-        if not base.filler_mask()[ordinary].all():  # the layout above makes them filler
+        ordinary = np.arange(last + d, last + d + window, dtype=np.int64)
+        if not base.filler_mask()[ordinary].all():  # the texts' layout makes them filler
             raise RuntimeError(f"{self.name}: scored window {ordinary[0]}.. is not all filler")
         info = {
             "old_topic": pair.meta["old_topic"],

@@ -2,6 +2,12 @@
 (`SynthTexts`), real text cut from a haystack (`HaystackTexts`), or synth text through a model's
 own tokenizer (`BridgedTexts`). A probe asks for its pairs and never tests which it has.
 
+Besides pairs, the texts write what the other probes score, each in the model's tokens: a text
+read straight through (`local_text`) or of independent sentences (`sentence_text`), the far
+context of one ablated (`word_starts`, `ablated_tokens`), a sweep text (`sweep_text`), a topic
+shift's jobs (`topic_shift_jobs`) and cross-doc's pair (`cross_doc_pair`), with the lengths that
+size them (`query_length`, `fact_length`, `short_distance`, `synth_length`, `model_length`).
+
 A fact job is drawn in one call, `fact_job`: a base with one fact `distance` tokens before its
 answer, the named edit (`synth.edits`) applied to it — on real text the edit's real-text
 realisation (`probes.texts.real_edits`) — and the Job scoring the answer. None: the pair could
@@ -15,7 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 from probes.engine.paired import Job
+from probes.engine.sweep import SweepText
+from probes.texts.cross_doc_texts import TextShape, cross_doc_arrays
+from synth.edits.boundary import CrossDocument
+from synth.example import Example, Pair
 
 
 @dataclass(frozen=True)
@@ -105,6 +117,22 @@ class Texts:
         tokens: `tokens` itself where the texts are drawn in the model's tokens."""
         return tokens
 
+    def model_length(self, tokens: int) -> int:
+        """About how many of the model's tokens `tokens` of filler, as the texts are drawn, make
+        (the inverse of `synth_length`)."""
+        return tokens
+
+    @property
+    def short_distance(self) -> int:
+        """A short fact → answer distance, as the texts are drawn: the default of one a probe
+        states outside its bins (16; on real text the shortest its query allows)."""
+        return 16
+
+    @property
+    def fact_length(self) -> int:
+        """The tokens of one fact statement with a one-token value, as the texts are drawn."""
+        raise NotImplementedError
+
     def restated_fact_job(
         self, probe: str, rng, group: int, distance: int, lead: int, bin: tuple[int, int], *,
         restated_at: int,
@@ -117,3 +145,78 @@ class Texts:
         between the two statements (through the bridge the realised `gap` and `answer_distance`
         in model tokens). None: not kept aligned in the model's tokens."""
         raise NotImplementedError
+
+    # ------------------------------------------------------------------ single texts
+
+    # what `sentence_text` holds, in a title
+    sentences: ClassVar[str] = "local-only text"
+
+    def local_text(self, rng, length: int) -> Example:
+        """One document of exactly `length` of the model's tokens, read straight through:
+        synth's local-only sentences (nothing depends on anything beyond its own sentence); on
+        real text a contiguous run of the haystack, its documents in order."""
+        raise NotImplementedError
+
+    def sentence_text(self, rng, length: int) -> Example:
+        """One document of exactly `length` of the model's tokens, of independent sentences:
+        synth's local-only text; on real text shuffled haystack sentences."""
+        return self.local_text(rng, length)
+
+    def word_starts(self, text: Example) -> np.ndarray:
+        """The positions at which the words of a `local_text` start (its opening token's
+        excepted), so that an ablation moves whole words."""
+        raise NotImplementedError
+
+    def ablated_tokens(self, rng, text: Example, kind: str, boundary: int) -> np.ndarray | None:
+        """The tokens of a `local_text` with its far part [1, boundary) (a word start) shuffled
+        by word (`kind` "shuffle") or replaced by as many tokens of another text ("replace");
+        None when no draw leaves the tokens from `boundary` on as they are."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ the sweep's texts
+
+    @property
+    def query_length(self) -> int:
+        """The tokens one query takes, as the texts are drawn."""
+        return 8
+
+    def query_window(self, queries: int) -> int:
+        """A default scored window for `queries` queries and filler, as the texts are drawn: 64
+        tokens (on real text room for the queries and 32 more)."""
+        return 64
+
+    def sweep_text(self, rng, distances: list[int], length: int, start: int, ordinary: int
+                   ) -> SweepText | None:  # fmt: skip
+        """One document of `length` tokens (as the texts are drawn) holding a fact per distance,
+        its query at that distance after it, scored from `start` on: its answer tokens and
+        `ordinary` of its filler tokens, evenly spaced (0: all), as a SweepText in the model's
+        tokens. None: not aligned in the model's tokens."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ topic shift
+
+    def topic_shift_jobs(
+        self, rng, distance: int, bin: tuple[int, int], *, region: int, window: int,
+        fact_distance: int | None, jobs: Callable[[Pair, int], list[Job]],
+    ) -> list[Job] | None:  # fmt: skip
+        """The jobs `jobs(pair, distance)` of one topic shift, its distance drawn in `bin` at
+        `distance`: a document whose first `region` filler tokens are replaced by filler of
+        another topic (on real text: another haystack document's text), `distance` − 1 +
+        `window` tokens of its own after them, then a fact and its query `fact_distance` later
+        (None: `short_distance`; through the bridge 64 model tokens). None: not aligned in the
+        model's tokens."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ cross-doc
+
+    def cross_documents(self, shape: TextShape, rng, gap: int) -> CrossDocument | None:
+        """cross-doc's texts (`probes.texts.cross_doc_texts`) at `gap`, as the texts are drawn;
+        None when not aligned in the tokenizer."""
+        raise NotImplementedError
+
+    def cross_doc_pair(self, shape: TextShape, rng, group: int, gap: int,
+                       bin: tuple[int, int]) -> dict | None:  # fmt: skip
+        """The arrays of one cross-doc pair in the model's tokens (`cross_doc_arrays`), its gap
+        drawn in `bin` at `gap`; None when not aligned in the model's tokens."""
+        texts = self.cross_documents(shape, rng, gap)
+        return None if texts is None else cross_doc_arrays(texts, shape, group, gap)

@@ -18,6 +18,11 @@ each pair's synth distance so that its distance in model tokens lands in the bin
 ratio of model to synth tokens, corrected per attempt); `fit_distance` does it for paired jobs.
 Lengths a probe states outside its bins (a lead, a depth) are converted with `synth_tokens`.
 
+The other probes' texts (`BridgedTexts`): a single text is the synth text rendered and cut to
+its length in model tokens (`local_text`); a sweep text is mapped whole, every answer token
+scored (`mapped_sweep_text`); a topic shift and cross-doc's pair are evened and fitted as the
+fact pairs are (`topic_shift_jobs`, `cross_doc_pair`).
+
 Evening an edit (`fill`). A length-preserving synth edit keeps every later synth token in place,
 but not every later model token: the words it writes (a fact over filler, filler over a fact,
 another topic's filler) seldom take as many model tokens as the words they replace. `fill` evens
@@ -40,11 +45,12 @@ from collections.abc import Callable
 import numpy as np
 
 from probes.engine.paired import Job
+from probes.engine.sweep import SweepText, evenly
 from probes.texts.synth_ids import SynthTexts
 from synth import rng as rnd
 from synth.edits._common import doc_topic
 from synth.example import Example, Fact, Pair, Query, Span
-from synth.generate import filler
+from synth.generate import MIN_DISTANCE, filler, make_example
 from synth.language import MAX_FACT_TOKENS
 from synth.text.render import Misaligned, Piece, Rendered, mismatch, render
 
@@ -400,8 +406,8 @@ class BridgedTexts(SynthTexts):
     def record(self) -> dict:
         return self.bridge.record()
 
-    def even(self, pair: Pair, rng) -> Pair:
-        return self.bridge.fill(pair, rng)
+    def even(self, pair: Pair, rng, topic: int | None = None) -> Pair:
+        return self.bridge.fill(pair, rng, topic=topic)
 
     def fact_jobs(self, probe, variants, rng, distance, lead, bin, *, supported=True, tail=2,
                   minimum=None):  # fmt: skip
@@ -421,6 +427,9 @@ class BridgedTexts(SynthTexts):
     def synth_length(self, tokens: int, minimum: int = 1) -> int:
         return self.bridge.synth_tokens(tokens, minimum)
 
+    def model_length(self, tokens: int) -> int:
+        return round(tokens * self.bridge.filler_ratio)
+
     def restated_fact_job(self, probe, rng, group, distance, lead, bin, *, restated_at):
         def restated_of(d: int):
             return self.restated_draw(probe, rng, group, d, lead, restated_at)
@@ -433,3 +442,110 @@ class BridgedTexts(SynthTexts):
             real = int(job.base_targets[0]) - restated_end
             job.info.update(answer_distance=real, gap=job.distance - real)
         return job
+
+    # ------------------------------------------------------------------ single texts
+
+    def local_text(self, rng, length):
+        # the synth text in the model's tokens, cut to the length: never shorter, a word is at
+        # least one token
+        ex = super().local_text(rng, length)
+        tokens, doc_ids = self.bridge.tokens(ex)
+        return ex.replace(tokens=tokens[:length], doc_ids=doc_ids[:length])
+
+    def word_starts(self, text):
+        raise NotImplementedError("a text cut in a model's own tokens keeps no word starts")
+
+    def ablated_tokens(self, rng, text, kind, boundary):
+        raise NotImplementedError("a text cut in a model's own tokens is not ablated by word")
+
+    # ------------------------------------------------------------------ the sweep's texts
+
+    def sweep_text(self, rng, distances, length, start, ordinary):
+        ex = make_example(self.lang, rng, distances, length=length, lead=8)
+        try:
+            return self.mapped_sweep_text(ex, start, ordinary)
+        except Misaligned:
+            return None
+
+    def mapped_sweep_text(self, ex: Example, start: int, ordinary: int) -> SweepText:
+        """A synth sweep text in the model's tokens; `start`: the synth position of the window's
+        first word. Every model token of an answer in the window is scored, each at its distance
+        in model tokens from its fact's last model token; the ordinary targets are evenly spaced
+        among the model tokens of the window's filler."""
+        bridge = self.bridge
+        r = bridge.render(ex)
+        answer, dist = [], []
+        for q in ex.queries:
+            if q.answer.start < start:
+                continue
+            tokens = bridge.positions(r, q.answer.indices())
+            end = int(r.spans[ex.facts[q.fact].span.end - 1, 1]) - 1  # the fact's last token
+            answer.append(tokens)
+            dist.append(tokens - end)
+        filler = np.flatnonzero(ex.filler_mask())
+        picked = evenly(bridge.positions(r, filler[filler >= start]), ordinary)
+        cat = np.concatenate
+        return SweepText(r.tokens, r.doc_ids, cat(answer), picked, cat(dist))
+
+    # ------------------------------------------------------------------ topic shift
+
+    def topic_shift_jobs(self, rng, distance, bin, *, region, window, fact_distance, jobs):
+        # the region, and the fact's distance (default 64 model tokens: 16 synth words' worth),
+        # as many synth words as make about those model tokens
+        region = self.synth_length(region, 8)
+        fact = self.synth_length(fact_distance or 64, 6)
+
+        def shifts_of(d: int):
+            def draw():  # a base drawn anew each time, its region evened with the new topic's
+                pair = self.topic_shift_pair(rng, d, region, window, fact)
+                return jobs(self.even(pair, rng, topic=pair.meta["new_topic"]), d)
+
+            return draw
+
+        return self.bridge.fit_distance(shifts_of, bin[0], bin[1], distance, MIN_DISTANCE)
+
+    # ------------------------------------------------------------------ cross-doc
+
+    def cross_doc_pair(self, shape, rng, group, gap, bin):
+        return self.bridge.fit(
+            lambda d: self.mapped_cross_doc_draw(shape, rng, group, d), bin[0], bin[1], gap, 1
+        )
+
+    def mapped_cross_doc_draw(self, shape, rng, group: int, gap: int):
+        """The draw (`Bridge.fit`) of a cross-doc pair at synth gap `gap` in the model's tokens
+        (`probes.texts.cross_doc_texts`): the foreign document's filler is evened to A's model
+        tokens, so B's tokens sit at the same positions after either.
+        -> draw() -> (pair's arrays, synth gap, gap in model tokens)."""
+        bridge = self.bridge
+
+        def draw():
+            texts = self.cross_documents(shape, rng, gap)
+            if texts is None:
+                raise Unmatched("the texts do not tokenize word by word")
+            conf, len_a = texts.conflict, texts.len_a
+            alignment = np.arange(len(conf), dtype=np.int64)
+            alignment[1:len_a] = -1  # the foreign document's filler
+            pair = bridge.fill(Pair(conf, texts.foreign, alignment), rng)
+            mapped, rc, _ = bridge.pair(pair)
+            answer = conf.queries[0].answer.indices()
+            stale = bridge.alternative(conf, rc, answer, texts.stale)
+            a = int(rc.spans[len_a, 0])  # B's <eod> in model tokens
+            end = int(rc.spans[texts.fact_end, 1]) - 1
+            n = len(conf)
+            out = {
+                "group": group,
+                "gap": a - end,
+                "synth_gap": gap,
+                "fact_end": end,
+                "len_a": a,
+                "conf": mapped.base.tokens,
+                "foreign": mapped.variant.tokens,
+                "doc_ids": mapped.base.doc_ids,
+                "answer": bridge.positions(rc, answer),
+                "first": a + 1 + np.arange(shape.first),
+                "stale": np.array(stale, dtype=np.int64),
+                "check": bridge.positions(rc, np.arange(n - shape.n_check, n)),
+            }
+            return out, texts.len_a - texts.fact_end, a - end
+
+        return draw

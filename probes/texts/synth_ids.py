@@ -9,9 +9,13 @@ import numpy as np
 from probes.api.probe_base import ProbeInputError
 from probes.engine.fact_pairs import answer_job, base_example
 from probes.engine.paired import Job
+from probes.engine.sweep import example_sweep_text
 from probes.texts.base import Texts, Variant
+from synth import rng as rnd
 from synth.edits import EDITS
-from synth.generate import MIN_DISTANCE, make_example
+from synth.edits.boundary import cross_document, extend_b
+from synth.generate import MIN_DISTANCE, make_example, make_local_example
+from synth.language import FACT_VALUE_OFFSET
 
 
 class SynthTexts(Texts):
@@ -59,7 +63,13 @@ class SynthTexts(Texts):
 
         return draw
 
-    def even(self, pair, rng):
+    @property
+    def fact_length(self) -> int:
+        return FACT_VALUE_OFFSET + 2
+
+    def even(self, pair, rng, topic: int | None = None):
+        """The pair with its edit evened to the model's tokens of what it replaces (through the
+        bridge; `topic`: the filler's topic there, else the document's)."""
         return pair
 
     def fact_jobs(self, probe, variants, rng, distance, lead, bin, *, supported=True, tail=2,
@@ -106,3 +116,54 @@ class SynthTexts(Texts):
 
     def restated_fact_job(self, probe, rng, group, distance, lead, bin, *, restated_at):
         return self.restated_draw(probe, rng, group, distance, lead, restated_at)()
+
+    # ------------------------------------------------------------------ single texts
+
+    def local_text(self, rng, length):
+        return make_local_example(self.lang, rng, length)
+
+    def word_starts(self, text):
+        return np.arange(1, len(text))  # a token is a word
+
+    def ablated_tokens(self, rng, text, kind, boundary):
+        tokens, b = text.tokens, boundary
+        if kind == "shuffle":
+            far = tokens[1:b][rnd.permutation(rng, b - 1)]
+        else:
+            far = make_local_example(self.lang, rng, b).tokens[1:b]
+        return np.concatenate([tokens[:1], far, tokens[b:]])
+
+    # ------------------------------------------------------------------ the sweep's texts
+
+    def sweep_text(self, rng, distances, length, start, ordinary):
+        ex = make_example(self.lang, rng, distances, length=length, lead=8)
+        return example_sweep_text(ex, start, ordinary)
+
+    # ------------------------------------------------------------------ topic shift
+
+    def topic_shift_pair(self, rng, distance: int, region: int, window: int, fact_distance: int):
+        """A topic shift in synth ids (`Texts.topic_shift_jobs`), not evened."""
+        lead = region + (distance - 1) + window
+        try:
+            base = make_example(self.lang, rng, [fact_distance], lead=lead)
+            keep = int(base.queries[0].answer.start - (1 + region))  # from the first kept token
+            return EDITS["topic-shift"](base, rng, self.lang, keep=keep)
+        except ValueError as e:
+            raise ProbeInputError(
+                f"cannot build a topic shift at distance {distance}: {e}"
+            ) from None
+
+    def topic_shift_jobs(self, rng, distance, bin, *, region, window, fact_distance, jobs):
+        fact = fact_distance or self.short_distance
+        return jobs(self.topic_shift_pair(rng, distance, region, window, fact), distance)
+
+    # ------------------------------------------------------------------ cross-doc
+
+    def cross_documents(self, shape, rng, gap):
+        try:  # B ends in `tail` filler from its own stream (the texts before it are the same
+            # whatever the tail)
+            texts = cross_document(self.lang, rng, b_distance=shape.b_distance,
+                                   b_lead=shape.b_lead, gap=gap, start=shape.a_start)  # fmt: skip
+        except ValueError as e:
+            raise ProbeInputError(f"B's fact → answer distance {shape.b_distance}: {e}") from None
+        return extend_b(texts, shape.tail_rng, self.lang, shape.tail)
