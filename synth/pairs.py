@@ -2,7 +2,7 @@
 
     pair = make_pair("fact-swap", lang, rng, distance=96)
 
-Each edit gets the base it needs: `insert` a query without its fact, `boundary` a neutral previous
+Each edit gets the base it needs: `insert` a query without its fact, `prior-doc-conflict` a neutral previous
 document, `topic-shift` enough distant filler; every base has one queried fact at `distance` and
 `n_extra_facts` unqueried ones. Probes that need other bases call `make_example` and the edit
 themselves.
@@ -42,7 +42,7 @@ def make_pair(
     if edit == "insert":
         kw["supported"] = False
         params.setdefault("distance", distance)
-    if edit == "boundary" and params.get("same_length", True):
+    if edit == "prior-doc-conflict" and params.get("same_length", True):
         kw["prev_len"] = prev_len
     if edit == "topic-shift":
         params.setdefault("keep", max(8, distance // 2))

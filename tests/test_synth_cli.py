@@ -11,7 +11,8 @@ from probes.cli.synth import synth_group as synth
 
 
 @pytest.mark.parametrize(
-    "edit", ["fact-swap", "insert", "delete", "distract", "update", "topic-shift", "boundary"]
+    "edit",
+    ["fact-swap", "insert", "delete", "distract", "update", "topic-shift", "prior-doc-conflict"],
 )
 def test_show_prints_a_pair(edit):
     r = CliRunner().invoke(synth, ["show", edit, "--seed", "3"])

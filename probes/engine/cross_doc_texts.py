@@ -35,7 +35,7 @@ class TextShape:
 
 def _texts(ctx: RunContext, shape: TextShape, rng, gap: int):
     """The synth (or real-text) CrossDocTexts at `gap`; None when not aligned in the tokenizer."""
-    from synth.edits.boundary import cross_document, extend_b
+    from synth.edits.prior_doc_conflict import cross_document, extend_b
     from synth.text import contexts
     from synth.text.haystack import HaystackError
     from synth.text.render import Misaligned

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from synth.edits.boundary import boundary
 from synth.edits.delete import delete
 from synth.edits.distract import distract
 from synth.edits.identity import identity
 from synth.edits.insert import insert
+from synth.edits.prior_doc_conflict import prior_doc_conflict
 from synth.edits.rebind import rebind
 from synth.edits.replace import replace
 from synth.edits.topic_shift import topic_shift
@@ -32,7 +32,7 @@ EDITS: dict[str, Callable[..., Pair]] = {
     "distract": distract,
     "update": update,
     "topic-shift": topic_shift,
-    "boundary": boundary,
+    "prior-doc-conflict": prior_doc_conflict,
     "identity": identity,
     "rebind": rebind,
 }
@@ -45,7 +45,7 @@ ALIASES = {
     "distractor": "distract",
     "fact-update": "update",
     "topic_shift": "topic-shift",
-    "cross-doc": "boundary",
+    "cross-doc": "prior-doc-conflict",
     "fact-rebind": "rebind",
 }
 
@@ -85,11 +85,11 @@ __all__ = [
     "ALIASES",
     "EDITS",
     "apply_edit",
-    "boundary",
     "delete",
     "distract",
     "identity",
     "insert",
+    "prior_doc_conflict",
     "rebind",
     "register",
     "replace",
