@@ -22,11 +22,13 @@ from synth.edits._common import (
     sorted_facts,
     splice,
 )
+from synth.edits.registry import register
 from synth.example import Example, Fact, Pair
 from synth.generate import assemble
 from synth.language import Language
 
 
+@register("prior-doc-conflict", length_changing=True)
 def prior_doc_conflict(
     base: Example,
     rng: np.random.Generator,

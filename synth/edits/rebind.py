@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from synth.edits._common import Op, fresh_entity, moved, splice, supporting_fact
+from synth.edits.registry import register
 from synth.example import Example, Fact, Pair
 from synth.language import FACT_ENTITY_OFFSET, Language
 
 
+@register("rebind")
 def rebind(
     base: Example,
     rng: np.random.Generator,

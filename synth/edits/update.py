@@ -17,10 +17,12 @@ from synth.edits._common import (
     splice,
     supporting_fact,
 )
+from synth.edits.registry import register
 from synth.example import Example, Pair, Query, Span
 from synth.language import Language
 
 
+@register("update", length_changing=True)
 def update(
     base: Example,
     rng: np.random.Generator,
