@@ -1,4 +1,4 @@
-"""delete (fact-delete): one stated fact is removed."""
+"""delete: one stated fact is removed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""distract (distractor): misleading statements between a fact and its query."""
+"""distract: misleading statements between a fact and its query."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""insert (fact-insert): a fact is stated at an exact distance before a query."""
+"""insert: a fact is stated at an exact distance before a query."""
 
 from __future__ import annotations
 

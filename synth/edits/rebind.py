@@ -1,4 +1,4 @@
-"""rebind (fact-rebind): the queried fact's value stays in the text, bound to another entity."""
+"""rebind: the queried fact's value stays in the text, bound to another entity."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""replace (fact-swap): the value of one stated fact is swapped for another value."""
+"""replace: the value of one stated fact is swapped for another value."""
 
 from __future__ import annotations
 

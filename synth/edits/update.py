@@ -1,4 +1,4 @@
-"""update (fact-update): the fact is restated later with a new value; the first one is stale."""
+"""update: the fact is restated later with a new value; the first one is stale."""
 
 from __future__ import annotations
 
