@@ -56,8 +56,8 @@ def show(
 ) -> None:
     """Print the first pair PROBE scores — the texts `probe run PROBE --seed N` plans for the
     shipped default model, up to their last scored token — with the edited tokens and the
-    scored targets marked; or, with --edit NAME, a bare synth edit's pair (insert, replace,
-    delete, distract, update, topic-shift, prior-doc-conflict, rebind, identity)."""
+    scored targets marked; or, with --edit NAME, a bare synth edit's pair (a name of
+    `synth.edits.EDITS`: replace, insert, …; a name it lacks lists them)."""
     from probes.cli import pair_view  # lazy: numpy and synth, kept out of `probe --help`
 
     if (probe is None) == (edit is None):
