@@ -3,14 +3,15 @@
     from synth import Language, make_example, make_pair, TrainStream, make_rng
 
     lang = Language.default()
-    pair = make_pair("fact-swap", lang, make_rng(3, "probe"), distance=96)
+    pair = make_pair("replace", lang, make_rng(3, "probe"), distance=96)
     stream = TrainStream(lang, batch_size=32, tgt_len=64, seed=0)
     tokens, doc_ids = stream.next_batch()          # (32, 65) each
 
 Modules: `language` (vocabulary, grammar, templates, JSON identity), `grammar` (Markov filler and its
 entropy), `example` (Span, Fact, Query, Example, Pair), `generate` (examples at exact distances,
-local-only corpus), `edits/` (one edit per file), `pairs` (edit name → pair), `documents` and `stream`
-(the training stream), `rng` (seed namespaces, version-stable draws).
+local-only corpus), `edits/` (one edit per file, each registered by name), `pairs` (edit name →
+pair), `documents` and `stream` (the training stream), `rng` (seed namespaces, version-stable
+draws).
 """
 
 from synth.example import Example, Fact, Pair, Query, Span

@@ -121,7 +121,7 @@ def make_example(
     `fact=-1` and its planned fact position is filler (what `insert` fills).
     n_extra_facts: unqueried facts at random free positions.
     prev_len: if > 0, a neutral previous document of that many tokens (no facts) comes first: the base
-    that `boundary` writes a conflicting fact into.
+    that `prior-doc-conflict` writes a conflicting fact into.
     entities: entity token ids to draw from (e.g. `lang.entity_pool("probe", disjoint=True)`).
     Queries sit at the end in random order with 0..max_gap filler tokens between them."""
     distances = [int(d) for d in distances]

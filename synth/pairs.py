@@ -1,8 +1,8 @@
 """One call from an edit's name to a pair: a suitable base example, then the edit.
 
-    pair = make_pair("fact-swap", lang, rng, distance=96)
+    pair = make_pair("replace", lang, rng, distance=96)
 
-Each edit gets the base it needs: `insert` a query without its fact, `boundary` a neutral previous
+Each edit gets the base it needs: `insert` a query without its fact, `prior-doc-conflict` a neutral previous
 document, `topic-shift` enough distant filler; every base has one queried fact at `distance` and
 `n_extra_facts` unqueried ones. Probes that need other bases call `make_example` and the edit
 themselves.
@@ -32,7 +32,7 @@ def make_pair(
     entities: np.ndarray | None = None,
     **params: Any,
 ) -> Pair:
-    """A base built for edit `name` (probe names accepted) and the edit applied to it.
+    """A base built for edit `name` (a name of `synth.edits.EDITS`) and the edit applied to it.
 
     length: tokens of the query's document (default: the distance plus room for the query, 16
     tokens of lead filler and ~10 tokens per extra fact). Other keyword arguments go to the edit."""
@@ -42,7 +42,7 @@ def make_pair(
     if edit == "insert":
         kw["supported"] = False
         params.setdefault("distance", distance)
-    if edit == "boundary" and params.get("same_length", True):
+    if edit == "prior-doc-conflict" and params.get("same_length", True):
         kw["prev_len"] = prev_len
     if edit == "topic-shift":
         params.setdefault("keep", max(8, distance // 2))

@@ -37,3 +37,15 @@ def cli_args(name: str, mode: str) -> list[str]:
         else:
             out += [flag, str(value)]
     return out
+
+
+def diagnosed() -> list[str]:
+    """The library's probes of `probe diagnose` (`@probe(..., diagnose=N)`), in their places."""
+    entries = registry.builtin_entries()
+    return sorted((n for n in names() if entries[n].diagnose is not None),
+                  key=lambda n: entries[n].diagnose)  # fmt: skip
+
+
+def skip_all_but(*kept: str) -> list[str]:
+    """`probe diagnose` arguments that leave out each of its probes but `kept`."""
+    return [arg for name in diagnosed() if name not in kept for arg in ("--skip", name)]

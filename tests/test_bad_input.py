@@ -286,8 +286,9 @@ CASES = [
     ("compare-missing", ("train-compare", "nope", "default"), None, 2, "nope"),
     ("compare-garbage", ("train-compare", "default", "g.jsonl"), _text("g.jsonl", "not json\n"), 2, "g.jsonl"),
     # probe synth
-    ("synth-unknown-edit", ("synth", "show", "teleport"), None, 2, "teleport"),
-    ("synth-short-distance", ("synth", "show", "fact-swap", "--distance", "1"), None, 2, "too short"),
+    ("synth-unknown-probe", ("synth", "show", "teleport"), None, 2, "teleport"),
+    ("synth-unknown-edit", ("synth", "show", "--edit", "teleport"), None, 2, "teleport"),
+    ("synth-short-distance", ("synth", "show", "--edit", "replace", "--distance", "1"), None, 2, "too short"),
     ("synth-stream-rows", ("synth", "stream", "--rows", "100000000"), None, 2, "--rows"),
     ("synth-stream-tgt-len", ("synth", "stream", "--tgt-len", "0"), None, 2, "--tgt-len"),
     # every number: finite, in its range, the same bounds from the CLI, Python and run.json

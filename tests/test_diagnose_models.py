@@ -7,6 +7,7 @@ import io
 import json
 from pathlib import Path
 
+import probe_smoke
 import pytest
 from click.testing import CliRunner
 
@@ -18,10 +19,7 @@ A = "planted:seed=1,copy=2,boundary_nats=1"
 B = "planted:seed=2"
 QUICK = ["--quick", "--n", "4", "--threads", "1"]
 # every probe left out but fact-swap and recl (the group probe)
-ONLY_FACT_SWAP = [
-    "--skip", "boundary", "--skip", "topic-shift", "--skip", "cross-doc", "--skip", "fact-rebind",
-    "--skip", "fact-update", "--skip", "context-sweep",
-]  # fmt: skip
+FACT_SWAP_AND_RECL = probe_smoke.skip_all_but("fact-swap", "recl")
 CELL = ("metric", "value", "ci95", "p_value", "verdict", "significant", "margin", "n", "detail")
 
 
@@ -137,7 +135,7 @@ def test_table_has_a_column_per_model_in_the_single_model_formats(both):
 
 
 def test_rerun_of_a_models_directory_reproduces_it(tmp_path):
-    doc = diagnose_json(tmp_path, "--models", f"{A},{B}", *ONLY_FACT_SWAP)
+    doc = diagnose_json(tmp_path, "--models", f"{A},{B}", *FACT_SWAP_AND_RECL)
     r = invoke("rerun", doc["run_dir"], "--json", "--out", str(tmp_path / "again"))
     assert r.exit_code == 0, r.stderr
     res = json.loads(r.stdout)
@@ -150,7 +148,7 @@ def test_a_failed_own_check_exits_1_and_names_the_model(tmp_path, monkeypatch):
     monkeypatch.setattr(
         FactSwap, "_checks", lambda self, ctx, records: {"broken": {"passed": False, "doc": "x"}}
     )
-    r = invoke("diagnose", "--out", tmp_path, *QUICK, "--models", f"{A},{B}", *ONLY_FACT_SWAP)
+    r = invoke("diagnose", "--out", tmp_path, *QUICK, "--models", f"{A},{B}", *FACT_SWAP_AND_RECL)
     assert r.exit_code == 1
     assert "checks FAILED: fact-swap (planted-1), fact-swap (planted-2)" in r.stdout
     (run,) = tmp_path.glob("diagnose/*/*/run.json")
@@ -199,7 +197,7 @@ def test_each_checkpoint_is_loaded_once(tmp_path, monkeypatch):
     loads = []
     real_load = adapters.load
     monkeypatch.setattr(adapters, "load", lambda p, **kw: loads.append(p) or real_load(p, **kw))
-    doc = diagnose_json(tmp_path / "out", "--models", f"{m},{n}", *ONLY_FACT_SWAP)
+    doc = diagnose_json(tmp_path / "out", "--models", f"{m},{n}", *FACT_SWAP_AND_RECL)
     assert sorted(map(str, loads)) == sorted([str(m), str(n)])
     assert [e["probe"] for e in doc["effects"]] == ["fact-swap", "fact-swap", "recl"]
     assert all(len(e["values"]) == 2 for e in doc["effects"])

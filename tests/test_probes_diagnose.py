@@ -5,6 +5,7 @@ codes 1 (a probe's own check failed) and 2 (bad input, nothing written)."""
 import json
 from pathlib import Path
 
+import probe_smoke
 import pytest
 import torch
 from click.testing import CliRunner
@@ -14,23 +15,9 @@ from probes.testing import tiny_checkpoint
 
 torch.set_num_threads(1)
 
-EFFECTS = [
-    "boundary repair",
-    "retrieval within the horizon",
-    "retrieval beyond the horizon",
-    "retrieval: keyed lookup",
-    "retrieval: copy",
-    "topic adaptation",
-    "stale state: cache content",
-    "stale state: previous document's fact",
-    "stale state: outdated fact",
-    "effective context (truncation)",
-    "RECL (r = 0.1)",
-]
-ONLY_FACT_SWAP = [
-    "--skip", "boundary", "--skip", "topic-shift", "--skip", "cross-doc", "--skip", "fact-rebind",
-    "--skip", "fact-update", "--skip", "context-sweep", "--skip", "recl",
-]  # fmt: skip
+# fact-swap alone: the fast diagnose (its two rows), every other probe of it skipped
+FACT_SWAP_ROWS = ["retrieval within the horizon", "retrieval beyond the horizon"]
+ONLY_FACT_SWAP = probe_smoke.skip_all_but("fact-swap")
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +44,11 @@ def test_json_is_one_document_with_every_row_and_one_run_directory(models, tmp_p
     assert r.exit_code == 0, r.stderr
     assert r.stderr == ""
     doc = json.loads(r.stdout)
-    assert [row["effect"] for row in doc["rows"]] == EFFECTS
+    # every probe of diagnose gives its rows, in its place, each effect once
+    assert list(dict.fromkeys(row["probe"] for row in doc["rows"])) == probe_smoke.diagnosed()
+    effects = [row["effect"] for row in doc["rows"]]
+    assert len(set(effects)) == len(effects)
+    assert [row["effect"] for row in doc["rows"] if row["probe"] == "fact-swap"] == FACT_SWAP_ROWS
     for row in doc["rows"]:
         assert {"value", "ci95", "p_value", "significant", "unit", "probe", "metric"} <= set(row)
         assert row["value"] is not None and row["ci95"] is not None
@@ -165,12 +156,12 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing(
 def test_mem_0_leaves_recl_out_with_the_reason_and_runs_the_rest(models, tmp_path):
     """At --mem 0 the attention holds one context (mem + tgt = tgt): RECL cannot compare two.
     A natural diagnose run, so the RECL row is skipped with the reason, not refused."""
-    only = ONLY_FACT_SWAP[:-2]  # every skip but recl's
+    only = probe_smoke.skip_all_but("fact-swap", "recl")
     r = invoke("diagnose", "--model", models["m"], "--mem", "0", "--quick", "--out", tmp_path,
                "--json", *only)  # fmt: skip
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert [row["effect"] for row in doc["rows"]] == EFFECTS[1:3]  # fact-swap's two rows
+    assert [row["effect"] for row in doc["rows"]] == FACT_SWAP_ROWS
     (note,) = [s for s in doc["skipped"] if s.startswith("recl")]
     assert "two contexts" in note and "mem_len 0" in note
     assert doc["geometry"]["mem_len"] == 0 and "recl" not in doc["runs"]
@@ -203,8 +194,7 @@ def test_rerun_of_a_directory_that_names_no_run_is_one_line_exit_2(tmp_path):
 
 
 def test_distance_goes_to_every_probe_with_distance_bins_and_is_recorded(models, tmp_path):
-    skip = [a for name in ("boundary", "topic-shift", "cross-doc", "fact-rebind", "context-sweep",
-                           "recl") for a in ("--skip", name)]  # fmt: skip
+    skip = probe_smoke.skip_all_but("fact-swap", "fact-update")  # two with distance bins
     r = invoke("diagnose", "--model", models["m"], "--quick", "--distance", "30-40,60-90", *skip,
                "--out", tmp_path, "--json")  # fmt: skip
     assert r.exit_code == 0, r.stderr
@@ -309,10 +299,7 @@ def test_a_probe_run_times_its_own_execution_not_the_probes_before_it(
     assert doc["elapsed_s"] >= DAY * (len(elapsed) - 1)
 
 
-ONLY_CONTEXT_SWEEP = [
-    "--skip", "boundary", "--skip", "fact-swap", "--skip", "topic-shift", "--skip", "cross-doc",
-    "--skip", "fact-rebind", "--skip", "fact-update", "--skip", "recl",
-]  # fmt: skip
+ONLY_CONTEXT_SWEEP = probe_smoke.skip_all_but("context-sweep")
 
 
 def test_a_resumed_diagnose_picks_up_the_contexts_an_interrupted_sweep_finished(

@@ -24,8 +24,8 @@ def oversized_model(tmp_path_factory):
 
 
 CASES = [
-    (("synth", "show", "fact-swap", "--distance", "1000000000"), "above the limit"),
-    (("synth", "show", "fact-swap", "--length", "1000000000"), "above the limit"),
+    (("synth", "show", "--edit", "replace", "--distance", "1000000000"), "above the limit"),
+    (("synth", "show", "--edit", "replace", "--length", "1000000000"), "above the limit"),
     (("run", "fact-swap", "--mem", "1000000000000"), "--mem"),
     (("run", "fact-swap", "--tgt-len", "100000000"), "--tgt-len"),
     (("run", "fact-swap", "--clamp-len", "10000000000"), "--clamp-len"),

@@ -15,8 +15,8 @@ from synth.rng import make_rng
 LANG = Language.default()
 seeds = st.integers(0, 2**32 - 1)
 distances = st.integers(16, 150)
-ALL = [e for e in EDITS if e != "identity"]
-LENGTH_CHANGING = ["insert", "replace", "delete", "distract", "update", "boundary"]
+ALL = [e for e in EDITS if e != "identity"]  # every edit but the control (variant = base)
+LENGTH_CHANGING = [e for e in EDITS if EDITS[e].length_changing]
 
 
 def base_for(seed, d, *, supported=True, prev_len=24, extra=1):
@@ -151,8 +151,10 @@ def test_insert_puts_the_fact_at_the_exact_distance(same_length, seed, d, want):
 
 
 @given(st.booleans(), seeds, distances)
-def test_boundary_puts_the_conflicting_fact_only_in_the_earlier_document(same_length, seed, d):
-    p = pair_for("boundary", seed, d, same_length)
+def test_prior_doc_conflict_puts_the_conflicting_fact_only_in_the_earlier_document(
+    same_length, seed, d
+):
+    p = pair_for("prior-doc-conflict", seed, d, same_length)
     v = p.variant
     c = v.facts[p.meta["conflict_fact"]]
     q = v.queries[0]
@@ -169,10 +171,12 @@ def test_boundary_puts_the_conflicting_fact_only_in_the_earlier_document(same_le
 
 
 @given(seeds, distances, st.integers(1, 40), st.integers(0, 12))
-def test_boundary_with_a_gap_ends_the_new_document_that_far_after_the_fact(seed, d, gap, lo):
+def test_prior_doc_conflict_with_a_gap_ends_the_new_document_that_far_after_the_fact(
+    seed, d, gap, lo
+):
     base = base_for(seed, d, prev_len=0)
     p = apply_edit(
-        "boundary", base, make_rng(seed), LANG, same_length=False, topic=3, gap=gap,
+        "prior-doc-conflict", base, make_rng(seed), LANG, same_length=False, topic=3, gap=gap,
         start=(1 + lo, 1 + 2 * lo),
     )  # fmt: skip
     v, (s, e) = p.variant, p.meta["conflict"]
@@ -185,7 +189,7 @@ def test_boundary_with_a_gap_ends_the_new_document_that_far_after_the_fact(seed,
 
 @given(seeds, distances, st.integers(2, 60))
 def test_prepend_puts_a_neutral_document_before_the_base(seed, d, length):
-    from synth.edits.boundary import prepend
+    from synth.edits.prior_doc_conflict import prepend
 
     base = base_for(seed, d)
     p = prepend(base, make_rng(seed), LANG, length=length, topic=2)
@@ -286,12 +290,12 @@ def test_edits_refuse_bad_requests_with_one_line():
     orphan = base_for(1, 40, supported=False)
     cases = [
         (lambda: apply_edit("replace", orphan, make_rng(0), LANG), "supporting fact"),
-        (lambda: apply_edit("boundary", base, make_rng(0), LANG), "no document before"),
+        (lambda: apply_edit("prior-doc-conflict", base, make_rng(0), LANG), "no document before"),
         (lambda: apply_edit("insert", base, make_rng(0), LANG, distance=3), "inside the query"),
         (lambda: apply_edit("distract", base, make_rng(0), LANG, kind="loud"), "unknown kind"),
         (lambda: apply_edit("replace", base, make_rng(0), LANG, query=5), "does not exist"),
         (lambda: apply_edit("delete", base, make_rng(0), LANG, fact=9), "does not exist"),
-        (lambda: resolve("fact-swp"), "did you mean 'fact-swap'"),
+        (lambda: resolve("replce"), "did you mean 'replace'"),
     ]
     for call, msg in cases:
         with pytest.raises(ValueError, match=msg) as e:
@@ -299,19 +303,8 @@ def test_edits_refuse_bad_requests_with_one_line():
         assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "fact-swap",
-        "fact-delete",
-        "fact-insert",
-        "distractor",
-        "fact-update",
-        "topic-shift",
-        "cross-doc",
-    ],
-)
-def test_make_pair_builds_every_probe_pair(name):
+@pytest.mark.parametrize("name", ALL)
+def test_make_pair_builds_every_edits_pair(name):
     p = make_pair(name, LANG, make_rng(3, "probe"), distance=64)
     assert p.preserves_length and p.edited().size > 0
     check_consistent(p.variant)

@@ -16,148 +16,68 @@ def synth_group() -> None:
 
 
 @synth_group.command("show")
-@click.argument("edit")
+@click.argument("probe", required=False)
+@click.option("--edit", default=None, help="Show a bare synth edit's pair instead of a probe's.")
 @click.option(
     "--seed",
     type=number_type(True, 0, 2**63 - 1),
     default=0,
     show_default=True,
-    help="Seed (probe namespace).",
+    help="Seed (probe namespace), as `probe run --seed`.",
 )
+@click.option("--quick", is_flag=True, help="The pair `probe run PROBE --quick` scores.")
 @click.option(
     "--distance",
     type=number_type(True, 1),
-    default=48,
-    show_default=True,
-    help="Fact → answer distance in tokens.",
+    default=None,
+    help="--edit: fact → answer distance in tokens [default: 48].",
 )
 @click.option(
-    "--length", type=number_type(True, 1), default=None, help="Tokens of the query's document."
+    "--length",
+    type=number_type(True, 1),
+    default=None,
+    help="--edit: tokens of the query's document.",
 )
 @click.option(
     "--same-length/--change-length",
-    default=True,
-    show_default=True,
-    help="Length-preserving edit, or the explicit length-changing mode.",
+    default=None,
+    help="--edit: length-preserving edit (the default), or the explicit length-changing mode.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the pair as JSON instead.")
 def show(
-    edit: str, seed: int, distance: int, length: int | None, same_length: bool, as_json: bool
+    probe: str | None,
+    edit: str | None,
+    seed: int,
+    quick: bool,
+    distance: int | None,
+    length: int | None,
+    same_length: bool | None,
+    as_json: bool,
 ) -> None:
-    """Print a pair built by EDIT (insert, replace, delete, distract, update, topic-shift, boundary,
-    identity, or a probe name such as fact-swap) with the edited tokens and the targets marked."""
-    from probes.limits import MAX_DISTANCE, MAX_TEXT, LimitError, check_at_most
-    from synth.edits import resolve
-    from synth.language import Language
-    from synth.pairs import make_pair
-    from synth.rng import make_rng
+    """Print the first pair PROBE scores — the texts `probe run PROBE --seed N` plans for the
+    shipped default model, up to their last scored token — with the edited tokens and the
+    scored targets marked; or, with --edit NAME, a bare synth edit's pair (a name of
+    `synth.edits.EDITS`: replace, insert, …; a name it lacks lists them)."""
+    from probes.cli import pair_view  # lazy: numpy and synth, kept out of `probe --help`
 
-    try:
-        check_at_most("--distance", distance, MAX_DISTANCE, "facts lie at most that far back")
-        check_at_most("--length", length or 0, MAX_TEXT, "a text has at most that many tokens")
-    except LimitError as e:
-        raise BadInput(str(e)) from None
-    lang = Language.default()
-    try:
-        name = resolve(edit)
-        pair = make_pair(
-            name,
-            lang,
-            make_rng(seed, "probe"),
-            distance=distance,
-            length=length,
-            same_length=same_length,
+    if (probe is None) == (edit is None):
+        raise BadInput("give a PROBE (e.g. fact-swap) or --edit NAME (e.g. replace), one of them")
+    edit_only = {"--distance": distance, "--length": length, "--same-length": same_length}
+    if probe is not None:
+        given = [flag for flag, value in edit_only.items() if value is not None]
+        if given:
+            raise BadInput(
+                f"{given[0]} applies to --edit; PROBE's pair is planned as `probe run {probe}` "
+                "plans it (give that run's --seed, --quick)"
+            )
+        shown = pair_view.planned_pair(probe, seed, quick)
+    else:
+        if quick:
+            raise BadInput("--quick applies to a PROBE; an edit's pair has no quick mode")
+        shown = pair_view.edit_pair(
+            edit, seed, 48 if distance is None else distance, length, same_length is not False
         )
-    except ValueError as e:
-        raise BadInput(str(e)) from None
-    if as_json:
-        click.echo(json.dumps(_pair_json(pair, lang), sort_keys=True))
-        return
-    _print_pair(pair, lang, name, seed)
-
-
-def _pair_json(pair, lang) -> dict:
-    def ex(e):
-        return {
-            "text": lang.decode(e.tokens),
-            "doc_ids": e.doc_ids.tolist(),
-            "targets": e.targets.tolist(),
-            "distances": list(e.distances),
-        }
-
-    return {
-        "base": ex(pair.base),
-        "variant": ex(pair.variant),
-        "alignment": pair.alignment.tolist(),
-        "meta": pair.meta,
-    }
-
-
-def _print_pair(pair, lang, name: str, seed: int) -> None:
-    from rich.panel import Panel
-    from rich.table import Table
-    from rich.text import Text
-
-    from probes.report.tables import plain_console
-
-    console = plain_console()
-    inv = pair.inverse_alignment()
-
-    def render(ex, changed) -> Text:
-        style = [""] * len(ex)
-        for f in ex.facts:
-            for i in range(f.span.start, f.span.end):
-                style[i] = "cyan"
-        for d in ex.distractors:
-            for i in range(d.start, d.end):
-                style[i] = "magenta"
-        for q in ex.queries:
-            for i in range(q.span.start, q.span.end):
-                style[i] = "blue"
-        for i in ex.targets:
-            style[i] = "bold green underline"
-        for i in ex.doc_starts:
-            style[i] = "bold yellow"
-        for i in changed:
-            style[i] = "bold white on red"
-        t = Text()
-        for i, w in enumerate(lang.vocab.words(ex.tokens)):
-            t.append(w, style=style[i] or None)
-            t.append(" ")
-        return t
-
-    console.print(
-        Panel(render(pair.base, (inv < 0).nonzero()[0]), title=f"base ({len(pair.base)} tokens)")
-    )
-    console.print(
-        Panel(
-            render(pair.variant, pair.edited()),
-            title=f"variant ({len(pair.variant)} tokens) — {name}, seed {seed}",
-        )
-    )
-    legend = Text()
-    for label, st in [
-        ("edited", "bold white on red"),
-        ("targets", "bold green underline"),
-        ("fact", "cyan"),
-        ("query", "blue"),
-        ("distractor", "magenta"),
-        ("<eod>", "bold yellow"),
-    ]:
-        legend.append(f" {label} ", style=st)
-        legend.append(" ")
-    console.print(legend)
-    table = Table(show_header=False, box=None)
-    for k, v in pair.meta.items():
-        if k.endswith("value") and isinstance(v, list):
-            v = f"{v} ({lang.decode(v)})"
-        table.add_row(k, str(v))
-    table.add_row(
-        "distances (base → variant)",
-        f"{list(pair.base.distances)} → {list(pair.variant.distances)}",
-    )
-    table.add_row("same length", str(pair.preserves_length))
-    console.print(table)
+    pair_view.echo(shown, as_json)
 
 
 @synth_group.command("language")

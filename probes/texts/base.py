@@ -26,7 +26,7 @@ import numpy as np
 from probes.engine.paired import Job
 from probes.engine.sweep import SweepText
 from probes.texts.cross_doc_texts import TextShape, cross_doc_arrays
-from synth.edits.boundary import CrossDocument
+from synth.edits.prior_doc_conflict import CrossDocument
 from synth.example import Example, Pair
 
 

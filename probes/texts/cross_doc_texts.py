@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from synth.edits.boundary import CrossDocument
+from synth.edits.prior_doc_conflict import CrossDocument
 
 B_LEAD = 8  # filler tokens between B's <eod> and its fact (at least --first)
 

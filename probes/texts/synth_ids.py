@@ -13,7 +13,7 @@ from probes.engine.sweep import example_sweep_text
 from probes.texts.base import Texts, Variant
 from synth import rng as rnd
 from synth.edits import EDITS
-from synth.edits.boundary import cross_document, extend_b
+from synth.edits.prior_doc_conflict import cross_document, extend_b
 from synth.generate import MIN_DISTANCE, make_example, make_local_example
 from synth.language import FACT_VALUE_OFFSET
 

@@ -1,14 +1,16 @@
-"""delete (fact-delete): one stated fact is removed."""
+"""delete: one stated fact is removed."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from synth.edits._common import Op, move, move_fact, neutral_filler, splice, supporting_fact
+from synth.edits.registry import register
 from synth.example import Example, Pair, Query
 from synth.language import Language
 
 
+@register("delete", length_changing=True)
 def delete(
     base: Example,
     rng: np.random.Generator,

@@ -1,4 +1,4 @@
-"""distract (distractor): misleading statements between a fact and its query."""
+"""distract: misleading statements between a fact and its query."""
 
 from __future__ import annotations
 
@@ -16,12 +16,14 @@ from synth.edits._common import (
     random_ops,
     splice,
 )
+from synth.edits.registry import register
 from synth.example import Example, Pair
 from synth.language import Language
 
 KINDS = ("same_attribute", "same_entity", "near_miss")
 
 
+@register("distract", length_changing=True)
 def distract(
     base: Example,
     rng: np.random.Generator,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from synth.edits.registry import register
 from synth.example import Example, Pair
 from synth.language import Language
 
 
+@register("identity")
 def identity(
     base: Example, rng: np.random.Generator, lang: Language, *, same_length: bool = True
 ) -> Pair:

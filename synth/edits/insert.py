@@ -1,4 +1,4 @@
-"""insert (fact-insert): a fact is stated at an exact distance before a query."""
+"""insert: a fact is stated at an exact distance before a query."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from synth.edits._common import (
     query_key,
     splice,
 )
+from synth.edits.registry import register
 from synth.example import Example, Pair, Query
 from synth.language import Language
 
 
+@register("insert", length_changing=True)
 def insert(
     base: Example,
     rng: np.random.Generator,

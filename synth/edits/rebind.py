@@ -1,14 +1,16 @@
-"""rebind (fact-rebind): the queried fact's value stays in the text, bound to another entity."""
+"""rebind: the queried fact's value stays in the text, bound to another entity."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from synth.edits._common import Op, fresh_entity, moved, splice, supporting_fact
+from synth.edits.registry import register
 from synth.example import Example, Fact, Pair
 from synth.language import FACT_ENTITY_OFFSET, Language
 
 
+@register("rebind")
 def rebind(
     base: Example,
     rng: np.random.Generator,

@@ -1,4 +1,4 @@
-"""replace (fact-swap): the value of one stated fact is swapped for another value."""
+"""replace: the value of one stated fact is swapped for another value."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from synth.edits._common import (
     splice,
     supporting_fact,
 )
+from synth.edits.registry import register
 from synth.example import Example, Fact, Pair, Span
 from synth.language import Language
 
 
+@register("replace", length_changing=True)
 def replace(
     base: Example,
     rng: np.random.Generator,

@@ -6,11 +6,13 @@ import numpy as np
 
 from synth import rng as rnd
 from synth.edits._common import doc_topic, get_query
+from synth.edits.registry import register
 from synth.example import Example, Pair
 from synth.generate import filler
 from synth.language import Language
 
 
+@register("topic-shift")
 def topic_shift(
     base: Example,
     rng: np.random.Generator,

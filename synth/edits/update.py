@@ -1,4 +1,4 @@
-"""update (fact-update): the fact is restated later with a new value; the first one is stale."""
+"""update: the fact is restated later with a new value; the first one is stale."""
 
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ from synth.edits._common import (
     splice,
     supporting_fact,
 )
+from synth.edits.registry import register
 from synth.example import Example, Pair, Query, Span
 from synth.language import Language
 
 
+@register("update", length_changing=True)
 def update(
     base: Example,
     rng: np.random.Generator,

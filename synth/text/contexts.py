@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from synth import rng as rnd
-from synth.edits.boundary import CrossDocument
+from synth.edits.prior_doc_conflict import CrossDocument
 from synth.example import Example, Pair, Span
 from synth.text.compose import DocPlan, Placed, compose
 from synth.text.facts import REDRAWS, _example, draw_values

@@ -1,4 +1,6 @@
-"""boundary (cross-doc): a previous document states a conflicting value of the queried fact."""
+"""prior-doc-conflict: the document before the query's states the queried fact with another value,
+so that only a document boundary separates the conflict from the query; and the texts built on
+it (`prepend`: a document before the base; `cross_document`: the conflict and a foreign document)."""
 
 from __future__ import annotations
 
@@ -20,12 +22,14 @@ from synth.edits._common import (
     sorted_facts,
     splice,
 )
+from synth.edits.registry import register
 from synth.example import Example, Fact, Pair
 from synth.generate import assemble
 from synth.language import Language
 
 
-def boundary(
+@register("prior-doc-conflict", length_changing=True)
+def prior_doc_conflict(
     base: Example,
     rng: np.random.Generator,
     lang: Language,
@@ -61,12 +65,12 @@ def boundary(
         qstart = base.doc_span(qdoc).start
         if qstart == 0:
             raise ValueError(
-                "boundary: the base has no document before the query's; build it with "
+                "prior-doc-conflict: the base has no document before the query's; build it with "
                 "make_example(..., prev_len=N) or pass same_length=False"
             )
         pdoc = int(base.doc_ids[qstart - 1])
         p = base.doc_span(pdoc)
-        ops = random_ops(base, rng, [toks], p.start + 1, p.end, True, "boundary")
+        ops = random_ops(base, rng, [toks], p.start + 1, p.end, True, "prior-doc-conflict")
         sp = splice(base, ops)
         s = sp.starts[0]
         facts, queries, distractors = moved(base, sp)
@@ -77,10 +81,12 @@ def boundary(
     else:
         if gap is None and prev_len < len(toks) + 2:
             raise ValueError(
-                f"boundary: prev_len={prev_len} cannot hold the fact ({len(toks)} tokens) after <eod>"
+                f"prior-doc-conflict: prev_len={prev_len} cannot hold the fact ({len(toks)} tokens) after <eod>"
             )
         if gap is not None and (gap < 1 or not 1 <= start[0] <= start[1]):
-            raise ValueError(f"boundary: need gap >= 1 and 1 <= start lo <= hi, got {gap}, {start}")
+            raise ValueError(
+                f"prior-doc-conflict: need gap >= 1 and 1 <= start lo <= hi, got {gap}, {start}"
+            )
         topic = rnd.randint(rng, lang.n_topics) if topic is None else int(topic)
         if gap is None:
             s = 1 + rnd.randint(rng, prev_len - len(toks))
@@ -96,7 +102,7 @@ def boundary(
         variant, alignment = pre.variant.replace(facts=fs, queries=qs), pre.alignment
     conflict = variant.facts[index[-1]]
     meta = {
-        "edit": "boundary",
+        "edit": "prior-doc-conflict",
         "query": query,
         "conflict_fact": index[-1],
         "conflict_doc": prev,
@@ -169,7 +175,7 @@ def cross_document(
     n_top = lang.n_topics
     t_b, t_a, t_f = (rnd.sample(rng, range(n_top), 3) if n_top >= 3 else [0, 0, 0])[:3]
     b = make_example(lang, rng, [b_distance], lead=b_lead, topic=int(t_b))
-    conf = boundary(b, rng, lang, same_length=False, topic=int(t_a), gap=gap, start=start)
+    conf = prior_doc_conflict(b, rng, lang, same_length=False, topic=int(t_a), gap=gap, start=start)
     len_a = len(conf.variant) - len(b)
     foreign = prepend(b, rng, lang, length=len_a, topic=int(t_f)).variant
     return CrossDocument(
