@@ -2,16 +2,17 @@
 external script, style or font: its Content-Security-Policy allows nothing else, and its plots
 are data URIs).
 
-It holds the run's provenance line, its bins table and plots, and per shown pair the base and
-variant texts as the model tokenized them (probes/report/show_run.py), each token one `<span
-class="t">` whose data attributes carry what it shows, so that a test reads the page as data:
+It holds the run's provenance line and bins table, then per shown pair the base and variant
+texts as the model tokenized them (probes/report/show_run.py), each token one `<span class="t">`
+whose data attributes carry what it shows, so that a test reads the page as data:
 
     data-p     position in its row          data-d     Δ = NLL(variant) − NLL(base), if scored in both
     data-nll   NLL in this text             data-o     NLL in the other text
     data-m     marks: edit, fact, answer    data-r     the answer's window: direct, layered, beyond
 
 A token with a nonzero Δ has class `s` and a background on a diverging scale (legend in nats);
-hovering shows its NLLs and Δ (its title). A sweep probe gets its curve per text, drawn as SVG.
+hovering shows its NLLs and Δ (its title). A sweep probe gets its curve per text, drawn as SVG;
+the run's plots close the page.
 """
 
 from __future__ import annotations
@@ -286,7 +287,6 @@ def page(
     body = [f"<h1>{_esc(title)}</h1>", provenance(run, summary, arrays.path)]
     body.append(f'<p class="verdict">{_esc(summary.get("verdict", ""))}</p>')
     body.append(bins_html(summary))
-    body.append(plots_html(arrays.path, summary.get("plots") or []))
     if arrays.kind == "sweep":
         contexts, curves, what = show_run.sweep_curves(arrays)
         body.append("<h2>The curve per text</h2>" + sweep_svg(contexts, curves, what))
@@ -316,6 +316,7 @@ def page(
         body += [pair_html(p, strings or {}, limit, i == 0) for i, p in enumerate(pairs)]
     for n in notes:
         body.append(f'<p class="note">{_esc(n)}</p>')
+    body.append(plots_html(arrays.path, summary.get("plots") or []))
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
