@@ -57,7 +57,7 @@ word-break:break-word;border:1px solid #ddd;padding:8px;background:#fcfcfc}
 .t.m-edit{outline:2px solid #6a3d9a;outline-offset:-1px}
 .t.m-fact{text-decoration:underline double #6a3d9a}
 .t.m-answer{outline:2px solid #111;outline-offset:-1px;font-weight:700}
-.t.r-direct{box-shadow:inset 0 -3px 0 #1b9e77}.t.r-layered{box-shadow:inset 0 -3px 0 #e6ab02}
+.t.r-direct{box-shadow:inset 0 -2px 0 #66c2a5}.t.r-layered{box-shadow:inset 0 -2px 0 #fdb863}
 .gap{color:#777;background:#eee;border-radius:3px;padding:0 4px;font-style:italic}
 .key{display:inline-block;padding:0 4px;margin-right:4px}
 .pair{display:none}.pair.on{display:block}.note{color:#555;font-size:12.5px}
@@ -81,13 +81,13 @@ def _num(x: float) -> str:
 
 
 def scale_limit(pairs: Sequence[PairRows]) -> float:
-    """The colour scale's end, ±L nats: the largest |Δ| shown, rounded up to 1, 2 or 5 × 10^k."""
-    top = 0.0
-    for p in pairs:
-        for side in (p.base, p.variant):
-            d = side.delta[np.isfinite(side.delta)]
-            if d.size:
-                top = max(top, float(np.abs(d).max()))
+    """The colour scale's end, ±L nats: the 95th percentile of the nonzero |Δ| shown, rounded up
+    to 1, 2 or 5 × 10^k; a larger |Δ| (an answer's, often) takes the scale's end colour, so that
+    the text around it keeps its shades."""
+    found = [np.abs(s.delta[np.isfinite(s.delta)]) for p in pairs for s in (p.base, p.variant)]
+    values = np.concatenate(found) if found else np.zeros(0)
+    values = values[values > 0]
+    top = float(np.quantile(values, 0.95)) if values.size else 0.0
     if top <= 0:
         return 1.0
     k = 10.0 ** math.floor(math.log10(top))
@@ -158,8 +158,8 @@ def side_html(side: Side, strings: dict[int, str], limit: float, this: str) -> t
 def legend(limit: float) -> str:
     return (
         '<div class="legend" id="legend">'
-        f'<span>Δ = NLL(variant) − NLL(base), nats: −{limit:g} <span class="bar"></span> '
-        f"+{limit:g}</span>"
+        f'<span>Δ = NLL(variant) − NLL(base), nats: ≤ −{limit:g} <span class="bar"></span> '
+        f"≥ +{limit:g}</span>"
         '<span><span class="key t m-edit">edit</span><span class="key t m-fact">fact</span>'
         '<span class="key t m-answer">answer</span></span>'
         '<span>the answer sees: <span class="key t r-direct">direct window</span>'

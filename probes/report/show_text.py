@@ -57,7 +57,7 @@ def print_pair(summary: dict, p: PairRows, strings: dict[int, str], viewed: bool
         facts.append(f"delta {s['delta']:+.3f}")
     c.print(" · ".join(facts))
     c.print(
-        f"Δ = NLL(variant) − NLL(base): blue −{limit:g} … white 0 … red +{limit:g} nats; edit "
+        f"Δ = NLL(variant) − NLL(base): blue ≤ −{limit:g} … white 0 … red ≥ +{limit:g} nats; edit "
         "underlined, fact italic, answer bold; ▸L / ▸D: the answer's layered reach / direct "
         "window start; dim: not scored in both texts",
         soft_wrap=True,
