@@ -146,6 +146,27 @@ def real(session: nox.Session) -> None:
 
 
 @nox.session
+def browser(session: nox.Session) -> None:
+    """`probe show`'s page in headless Chromium (tests/test_show_browser.py), required here
+    (TXL_REQUIRE_BROWSER=1): Debian's `chromium` is installed with apt-get when it is missing
+    and this runs as root; otherwise the session is skipped, saying why."""
+    import os
+    import shutil
+
+    if not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")):
+        if not shutil.which("apt-get") or os.geteuid() != 0:
+            session.skip(
+                "no Chromium, and no apt-get as root to install it: apt-get install chromium"
+            )
+        session.run("apt-get", "update", "-q", external=True)
+        session.run("apt-get", "install", "-y", "-q", "chromium", external=True)
+    _install(session)
+    session.run(
+        "pytest", "tests/test_show_browser.py", *session.posargs, env={"TXL_REQUIRE_BROWSER": "1"}
+    )
+
+
+@nox.session
 def train(session: nox.Session) -> None:
     """Retrain the shipped models: `probe train --preset tiny` and its no-recurrence sibling
     `--preset tiny-mem0`, seeded, one CPU thread each (the thread count is part of what makes a

@@ -25,6 +25,7 @@ MAX_CLAMP_LEN = 1 << 20
 MAX_N = 100_000  # pairs per bin / grid cell
 MAX_DISTANCE = 1 << 20  # 1,048,576 tokens between a fact and its answer
 MAX_TEXT = 1 << 22  # tokens of one synthetic text
+MAX_TOKEN_VIEW = 1 << 12  # tokens `--token-view` scores after an edit and before an answer
 MAX_LAYERS = 1 << 10  # layers of a planted model (its reach is computed layer by layer)
 USABLE = 0.8  # the share of the available memory a run may plan to use
 

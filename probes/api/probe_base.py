@@ -77,6 +77,9 @@ class RunContext:
     # A resumed diagnose: the samples an interrupted run of this very measurement wrote (a probe
     # with `resumes_from_samples` skips the work they hold); [] otherwise.
     kept_samples: list = field(default_factory=list)
+    # `--token-view N`: paired probes also score N tokens after each edit and N before each
+    # answer (probes.engine.paired), for `probe show`; 0: the answer tokens only.
+    token_view: int = 0
 
     @property
     def vocab(self):

@@ -5,6 +5,7 @@ probe's module is imported only when it is run.
     probe list [--json]                                   probes/cli/run.py
     probe run PROBE [run options] [probe options]         probes/cli/run.py
     probe report RUN_DIR... [--json] / probe rerun RUN_DIR   probes/cli/report.py
+    probe show RUN_DIR [--pair K] [--text]                probes/cli/show.py
     probe diagnose ...                                    probes/cli/diagnose.py
     probe synth ...                                       probes/cli/synth.py
     probe train ... / probe train-compare A B             probes/cli/train.py, train_compare.py
@@ -37,6 +38,7 @@ from probes.cli.errors import (
 )
 from probes.cli.report import report_command, rerun_command
 from probes.cli.run import list_command, run_group
+from probes.cli.show import show_command
 from probes.cli.synth import synth_group
 from probes.cli.train import train_command
 from probes.cli.train_compare import train_compare_command
@@ -259,6 +261,7 @@ for command in (
     run_group,
     report_command,
     rerun_command,
+    show_command,
     diagnose_command,
     synth_group,
     train_command,

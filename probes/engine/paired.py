@@ -88,6 +88,9 @@ class JobRows:
     base_alt: int | None
     variant_alt: int | None
     check: np.ndarray  # positions before the first difference, scored in base and variant
+    # `--token-view`: base positions scored for `probe show` and their variant positions
+    view_base: np.ndarray | None = None
+    view_variant: np.ndarray | None = None
 
 
 def text_arrays(jobs: Sequence[Job]) -> dict[str, np.ndarray]:
@@ -121,6 +124,43 @@ def stored_row(texts, side: str, k: int) -> tuple[np.ndarray, np.ndarray]:
     token ids and document ids."""
     a, b = texts[f"{side}_offsets"][k : k + 2]
     return texts[f"{side}_tokens"][a:b].astype(np.int64), texts[f"{side}_doc_ids"][a:b]
+
+
+def view_positions(job: Job, fork: int, first: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """`--token-view n`: the base positions scored for `probe show` — from the first checked
+    token through the n after the first difference (`first`), and the n before the answer
+    through its last token — whose token the variant keeps (the pair's alignment), and their
+    variant positions. Empty for n = 0."""
+    if n <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    bt, lv = job.base_targets, job.row_length("variant")
+    lb = job.row_length("base")
+    near_edit = np.arange(max(1, fork), min(first + n + 1, lb))
+    near_answer = np.arange(max(1, int(bt.min()) - n), int(bt.max()) + 1)
+    base = np.union1d(near_edit, near_answer).astype(np.int64)
+    aligned = np.asarray(job.pair.alignment, dtype=np.int64)  # variant → base, −1: edited
+    to_variant = np.full(len(job.pair.base), -1, dtype=np.int64)
+    kept = np.flatnonzero(aligned >= 0)
+    to_variant[aligned[kept]] = kept
+    variant = to_variant[base]
+    keep = (variant >= 0) & (variant < lv)
+    return base[keep], variant[keep]
+
+
+def view_arrays(toks: list[dict]) -> dict[str, np.ndarray]:
+    """tokens.npz's `view_*` arrays (`--token-view`): per pair the base and variant positions
+    scored for `probe show` and their NLLs, flat, with `view_pair`; {} without a view."""
+    views = [t.get("view") for t in toks]
+    if not any(v is not None for v in views):
+        return {}
+    out = {"view_pair": np.repeat(
+        np.arange(len(views), dtype=np.int64),
+        [0 if v is None else len(v["view_position_base"]) for v in views],
+    )}  # fmt: skip
+    for key in ("view_position_base", "view_position_variant", "view_nll_base", "view_nll_variant"):
+        parts = [np.asarray(v[key]) for v in views if v is not None]
+        out[key] = np.concatenate(parts)
+    return out
 
 
 def edit_end(pair) -> int | None:
@@ -201,18 +241,19 @@ class PairedProbe(Probe):
             shared = first_difference(b.tokens[:lb], b.doc_ids[:lb], v.tokens[:lv], v.doc_ids[:lv])
             check = np.arange(max(1, shared - n_check), min(shared, lb, lv))
             check = check[check < min(bt.min(), vt.min())]
+            # the variant shares only what comes before the checked tokens: a fork may take its
+            # parent's scores for the prefix it shares, and a copy checks nothing
+            fork = int(check[0]) if check.size else shared
+            pb, pv = view_positions(job, fork, shared, ctx.token_view)
             reuse = base_rows.get((job.base_id, lb)) if job.base_id is not None else None
             if reuse is None:
-                r_b = rows.add(b.tokens[:lb], b.doc_ids[:lb], np.r_[check, bt, tail])
+                r_b = rows.add(b.tokens[:lb], b.doc_ids[:lb], np.r_[check, bt, tail, pb])
                 if job.base_id is not None:
                     base_rows[(job.base_id, lb)] = r_b
             else:
                 r_b = reuse
-                rows.mark(r_b, np.r_[check, bt, tail])
-            # the variant shares only what comes before the checked tokens: a fork may take its
-            # parent's scores for the prefix it shares, and a copy checks nothing
-            fork = int(check[0]) if check.size else shared
-            r_v = rows.add(v.tokens[:lv], v.doc_ids[:lv], np.r_[check, vt, tail], r_b, fork)
+                rows.mark(r_b, np.r_[check, bt, tail, pb])
+            r_v = rows.add(v.tokens[:lv], v.doc_ids[:lv], np.r_[check, vt, tail, pv], r_b, fork)
             r_ba = r_va = None
             if job.alt is not None:
                 alt = np.asarray(job.alt, dtype=np.int64)
@@ -222,7 +263,8 @@ class PairedProbe(Probe):
                 tv[vt] = alt
                 r_ba = rows.add(tb, b.doc_ids[:lb], bt, r_b, int(bt[0]))
                 r_va = rows.add(tv, v.doc_ids[:lv], vt, r_v, int(vt[0]))
-            layout.append((i, JobRows(r_b, r_v, r_ba, r_va, check)))
+            view = (pb, pv) if ctx.token_view else (None, None)
+            layout.append((i, JobRows(r_b, r_v, r_ba, r_va, check, *view)))
         tokens, docs, pos, parent, shared = rows.arrays(pad)
         scores = score_rows(
             ctx.model, tokens, docs, pos, ctx.geometry, parent=parent, shared=shared
@@ -304,6 +346,13 @@ class PairedProbe(Probe):
             "reach": reach,
             "labels": np.array(labels),
         }
+        if where.view_base is not None:
+            tok["view"] = {
+                "view_position_base": where.view_base,
+                "view_position_variant": where.view_variant,
+                "view_nll_base": nll[where.base, where.view_base],
+                "view_nll_variant": nll[where.variant, where.view_variant],
+            }
         if where.base_alt is not None:
             nba, nva = nll[where.base_alt, bt], nll[where.variant_alt, vt]
             rec["contrast_base"] = float(nba.sum() - nb.sum())
@@ -341,7 +390,7 @@ class PairedProbe(Probe):
             metric_docs=self.metric_docs(has_alt),
             higher_is_better=hib,
             n_pairs=len(records),
-            arrays=aggregate.token_arrays(records, toks),
+            arrays={**aggregate.token_arrays(records, toks), **view_arrays(toks)},
             texts=text_arrays(self.jobs),
         )
         outcome.verdict = self.verdict(outcome)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from probes.api.params import argv as params_argv
 from probes.api.params import build, click_options, param
-from probes.limits import MAX_CLAMP_LEN, MAX_MEM, MAX_N, MAX_TGT_LEN, MAX_THREADS
+from probes.limits import MAX_CLAMP_LEN, MAX_MEM, MAX_N, MAX_TGT_LEN, MAX_THREADS, MAX_TOKEN_VIEW
 
 
 def _empty_out() -> None:
@@ -182,6 +182,16 @@ class RunOptions:
     )
     quick: bool = param(
         False, flags="--quick", help="Fewer pairs (the probe's quick n): a smoke run."
+    )
+    token_view: int | None = param(
+        None,
+        min=1,
+        max=MAX_TOKEN_VIEW,
+        metavar="N",
+        help="Paired probes: also score the N tokens after each pair's edit and the N before "
+        "its answer, in both texts, so that `probe show` shades every token there by its "
+        "delta (otherwise only the answer's). Costs a forward per token with --evaluator "
+        "recompute or window. [default: off]",
     )
     min_effect: float | None = param(
         None,

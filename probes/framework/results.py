@@ -8,7 +8,8 @@
         samples.jsonl   one line per pair, appended (and flushed) as the run goes, so an
                         interrupted run keeps what it did
         tokens.npz      per-token NLL arrays (plain numeric arrays: np.load(allow_pickle=False))
-        texts.npz       the token ids (and documents) each pair or text was scored on
+        texts.npz       the token ids (and documents) each pair or text was scored on, and the
+                        strings of the ids used (probes/framework/token_strings.py)
         *.png           plots
 
 JSON is written with sorted keys, non-finite floats as null (`txl.io.json_safe`, the project's one

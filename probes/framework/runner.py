@@ -29,6 +29,7 @@ from probes.api import params as params_mod
 from probes.api import registry
 from probes.api.errors import AdapterError
 from probes.api.probe_base import ProbeInputError, ProbeNotApplicable, RunContext
+from probes.framework import token_strings
 from probes.framework.models import ModelCache, model_name, model_sources
 from probes.framework.options import RunOptions
 from probes.framework.progress import Progress
@@ -161,6 +162,7 @@ def prepare(
         margin=cls.margin if opts.min_effect is None else opts.min_effect,
         margin_source="probe" if opts.min_effect is None else "--min-effect",
         ranks=ranks,
+        token_view=opts.token_view or 0,
     )
     instance = cls(params)
     try:
@@ -294,7 +296,8 @@ def _execute(
             if outcome.arrays:
                 run_dir.write_npz("tokens.npz", outcome.arrays)
             if outcome.texts:
-                run_dir.write_npz("texts.npz", outcome.texts)
+                strings = token_strings.arrays(outcome.texts, p.texts)  # for `probe show`
+                run_dir.write_npz("texts.npz", {**outcome.texts, **strings})
             with run_dir.writing("*.png"):
                 plots = [draw(run_dir.path) for draw in outcome.plots]
             summary = _summary(p, outcome, run_dir, plots, started)

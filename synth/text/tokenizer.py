@@ -224,6 +224,17 @@ class TextTokenizer:
     def id_to_token(self, i: int) -> str | None:
         return self._tok.id_to_token(int(i))
 
+    def token_strings(self, ids: Iterable[int]) -> list[str]:
+        """What each id reads as in the middle of a text: decoded after a plain token and cut
+        after it, so a leading space survives (a decoder strips it at a text's start)."""
+        ids = [int(i) for i in ids]
+        lead = self._tok.encode("a", add_special_tokens=False).ids[:1]
+        head = self.decode(lead)
+        out = []
+        for i, s in zip(ids, self._tok.decode_batch([[*lead, i] for i in ids], False), strict=True):
+            out.append(s[len(head) :] if lead and s.startswith(head) else self.decode([i]))
+        return out
+
 
 def train_bpe(texts: Iterable[str], vocab_size: int, *, min_frequency: int = 2) -> TextTokenizer:
     """A byte-level BPE of at most `vocab_size` tokens (`<pad>` 0, `<eod>` 1, the 256 byte
