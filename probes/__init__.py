@@ -22,14 +22,14 @@ __all__ = ["ProbeInputError", "__version__", "run"]
 
 def run(probe: str, **options: Any):
     """Run a probe (see `probes.framework.runner.run` for the options) and return its Summary."""
-    from probes.framework.runner import run as _run
+    from probes.framework.runner import run as _run  # lazy: `import probes` stays light
 
     return _run(probe, **options)
 
 
 def __getattr__(name: str):
     if name == "ProbeInputError":
-        from probes.api.probe_base import ProbeInputError
+        from probes.api.probe_base import ProbeInputError  # lazy: `import probes` stays light
 
         return ProbeInputError
     raise AttributeError(f"module 'probes' has no attribute {name!r}")

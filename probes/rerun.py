@@ -25,7 +25,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import synth
+from probes._version import __version__
+from probes.api import registry
+from probes.api.probe_base import ProbeInputError
+from probes.framework.models import PACKAGE_MODELS, shipped_by_sha256
+from probes.framework.options import RunOptions
 from probes.framework.results import FINISHED, check_shape, load_run
+from probes.framework.runner import run
+from probes.suite.one import diagnose
+from probes.suite.several import diagnose_models
 
 # timings, where things lie ("runs": diagnose's sub-run paths, "path": a model's) and prose
 # (documentation strings may be reworded without any number changing)
@@ -76,8 +85,6 @@ def rerun(
     names a probe file (`path/to/file.py:Class`) is refused unless `allow_file_probes`: importing
     it runs its code, and a run directory may come from anyone. `plot`: a rerun diagnose's
     figure, as `diagnose` takes it."""
-    from probes.api.probe_base import ProbeInputError
-    from probes.framework.options import RunOptions
 
     out = RunOptions.out if out is None else out  # never run.json's: it may come from anyone
     record, original = load_run(run_dir)
@@ -89,9 +96,6 @@ def rerun(
         )
     argv = ["probe", "rerun", str(run_dir)]
     if record.get("command") == "diagnose":
-        from probes.suite.one import diagnose
-        from probes.suite.several import diagnose_models
-
         check_shape(Path(run_dir) / "run.json", record, {"options": dict})
         kwargs = dict(record["options"])
         kwargs.update(_recorded_cache(record))
@@ -105,14 +109,11 @@ def rerun(
             new = diagnose(progress=progress, argv=argv, plot=plot, **kwargs)
         passed = bool(new["passed"])
     elif isinstance(record.get("probe"), dict) and "options" in record:
-        from probes.framework.runner import run
-
         file = Path(run_dir) / "run.json"
         check_shape(file, record, {"options": dict, "params": dict})
         check_shape(file, record["probe"], {"name": str})
 
         spec, kwargs = rerun_options(record)
-        from probes.api import registry
 
         if registry.is_file_spec(str(spec)) and not allow_file_probes:
             raise ProbeInputError(
@@ -170,8 +171,6 @@ def _local_models(model: Any, record: dict) -> Any:
     """The recorded model(s), each as something this installation can load: a path that exists
     here or a shipped name stays; a missing path becomes the shipped model whose weights have
     the recorded sha256; with none, ProbeInputError (one line)."""
-    from probes.api.probe_base import ProbeInputError
-    from probes.framework.models import PACKAGE_MODELS, shipped_by_sha256
 
     names = model if isinstance(model, list) else [model]
     infos = record.get("group") or [record.get("model") or {}]
@@ -224,8 +223,6 @@ def _added(paths: list[str]) -> list[str]:
 
 def _notes(record: dict, original: dict, new: dict) -> list[str]:
     """What changed besides the numbers and could explain a difference."""
-    import synth
-    from probes._version import __version__
 
     notes = []
     if _shas(original) != _shas(new):

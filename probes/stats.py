@@ -52,6 +52,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from probes.signed_rank import signed_rank_p
+
 ALPHA = 0.05
 POWER = 0.8
 
@@ -89,7 +91,6 @@ def t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float] |
 def wilcoxon_p(values: np.ndarray) -> float:
     """Two-sided exact signed-rank p, zeros dropped and ties handled (probes.signed_rank); all
     zero (or none) → 1.0."""
-    from probes.signed_rank import signed_rank_p
 
     return signed_rank_p(values)
 

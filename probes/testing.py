@@ -11,6 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from probes.adapters.families import families
+from synth.language import Language
+from synth.text.default_corpus import default_corpus
+from synth.text.tokenizer import train_bpe
+from txl.checkpoint import save_checkpoint
+from txl.config import TXLConfig
+from txl.model import TransformerXL
 
 
 def tiny_checkpoint(
@@ -32,11 +38,6 @@ def tiny_checkpoint(
     A large `init_std` makes an untrained model's attention far from uniform, so deltas inside
     its reach are clearly non-zero."""
     import torch
-
-    from synth.language import Language
-    from txl.checkpoint import save_checkpoint
-    from txl.config import TXLConfig
-    from txl.model import TransformerXL
 
     lang = tokenizer or language or Language.default()
     torch.manual_seed(seed)
@@ -94,8 +95,6 @@ def tiny_transformers(
     """
     import torch
     import transformers as tf
-
-    from synth.language import Language
 
     vocab = vocab_size or (tokenizer.vocab.size if tokenizer else Language.default().vocab.size)
     common = dict(vocab_size=vocab, initializer_range=init_std)
@@ -179,7 +178,5 @@ def small_bpe(vocab_size: int = 512):
     """A byte-level BPE (`synth.text.tokenizer.train_bpe`) of `vocab_size` tokens trained on the
     default corpus's training documents: a tokenizer for tiny text models (needs the `text`
     extra)."""
-    from synth.text.default_corpus import default_corpus
-    from synth.text.tokenizer import train_bpe
 
     return train_bpe((d.text for d in default_corpus("train").documents), vocab_size)

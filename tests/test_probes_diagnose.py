@@ -311,6 +311,7 @@ def test_a_resumed_diagnose_picks_up_the_contexts_an_interrupted_sweep_finished(
     import numpy as np
 
     from probes.engine import sweep
+    from probes.library import context_sweep  # the module that calls `truncated`
 
     def sweep_run(out):
         (d,) = (out / "diagnose").glob("*/*")
@@ -326,7 +327,7 @@ def test_a_resumed_diagnose_picks_up_the_contexts_an_interrupted_sweep_finished(
         scored.append(c)
         return real(model, texts, c, geometry, **kw)
 
-    monkeypatch.setattr(sweep, "truncated", counted)
+    monkeypatch.setattr(context_sweep, "truncated", counted)
     assert invoke("diagnose", *args, "--out", tmp_path / "whole").exit_code == 0
     contexts = list(scored)
     assert len(contexts) > 4
@@ -338,13 +339,13 @@ def test_a_resumed_diagnose_picks_up_the_contexts_an_interrupted_sweep_finished(
         return real(model, texts, c, geometry, **kw)
 
     scored.clear()
-    monkeypatch.setattr(sweep, "truncated", stops_at_the_fourth)
+    monkeypatch.setattr(context_sweep, "truncated", stops_at_the_fourth)
     r = CliRunner().invoke(cli, ["diagnose", *map(str, args), "--out", str(tmp_path / "cut")])
     assert r.exit_code == 130
     (cut,) = (tmp_path / "cut" / "diagnose").glob("*/*")
 
     scored.clear()
-    monkeypatch.setattr(sweep, "truncated", counted)
+    monkeypatch.setattr(context_sweep, "truncated", counted)
     r = invoke("diagnose", "--resume", cut, "--json")
     assert r.exit_code == 0, r.stderr
     assert scored == contexts[3:]  # the three finished contexts are not scored again

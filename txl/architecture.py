@@ -30,6 +30,9 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from txl.checkpoint import load_checkpoint, save_checkpoint
+from txl.model import TransformerXL
+
 
 class Architecture(Protocol):
     name: str
@@ -57,13 +60,11 @@ class TransformerXLArchitecture:
     name = "transformer-xl"
 
     def build(self, config: Any) -> nn.Module:
-        from txl.model import TransformerXL
 
         return TransformerXL(config.model)
 
     def save(self, path, model, *, tokenizer, training, train_state=None, rng=None,
              extra_files=None) -> str:  # fmt: skip
-        from txl.checkpoint import save_checkpoint
 
         return save_checkpoint(
             path,
@@ -76,7 +77,6 @@ class TransformerXLArchitecture:
         )
 
     def load(self, path, device):
-        from txl.checkpoint import load_checkpoint
 
         return load_checkpoint(path, device=device)
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from txl.attention import shift_columns
 from txl.memory import CachedPositions
 
 CACHES = ("kv", "hidden")
@@ -243,7 +244,6 @@ class PositionKeys:
     def grid(self, layer: int, attn, n: int, sinusoid, rel_dist: Tensor, limit: int) -> Tensor:
         """(H, D, K+1) contiguous: the rows of `get(...)` at the grid's columns for a window of
         K keys (rel_dist (T, K), distances capped at `limit`; txl.attention.shift_columns)."""
-        from txl.attention import shift_columns
 
         key = (rel_dist.shape[1], limit)
         kept = self._grid.get(layer)

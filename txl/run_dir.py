@@ -25,6 +25,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from txl import files
+
 RUN_FILE = "run.json"
 CHECKPOINTS_DIR = "checkpoints"
 MODEL_DIR = "model"
@@ -241,7 +243,6 @@ TRAINER = "another trainer"  # who holds a training run's lock
 def _read_run_json(run_dir: Path) -> dict[str, Any]:
     """A training run's run.json (RunDirError, one line, if it is missing, damaged, or a probe
     run's)."""
-    from txl import files
 
     path = run_dir / RUN_FILE
     if not (path.exists() or path.is_symlink()):
@@ -323,11 +324,10 @@ def record_start(
     run_dir: str | Path, config: dict[str, Any], start: dict[str, Any], resume: bool
 ) -> None:
     """Add one (re)start entry to run.json, creating the directory and the file on a new run."""
-    from txl.io import atomic_write, json_safe  # numpy: only once a run is written
+    from txl.io import atomic_write, json_safe  # lazy: numpy: only once a run is written
 
     out = Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
-    from txl import files
 
     info = (
         files.read_json(out / RUN_FILE)  # checked by _read_run_json already

@@ -49,6 +49,7 @@ from torch import nn
 
 from txl import distributed
 from txl.architecture import TRANSFORMER_XL, Architecture
+from txl.checkpoint import CheckpointError
 from txl.device import peak_flops, resolve_device
 from txl.memory import Memory
 from txl.metrics_log import METRICS_FILE, MetricsLog
@@ -256,7 +257,6 @@ class _Run:
     def restore_latest(self, checkpoints: list[Path], warn: Callable[[str], None]) -> Path:
         """Restore the newest checkpoint that loads, falling back past damaged ones (saying so
         with `warn`); CheckpointError of the newest if none loads."""
-        from txl.checkpoint import CheckpointError
 
         damaged: list[CheckpointError] = []
         for path in checkpoints:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from txl import files
 from txl.config import TXLConfig
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -258,7 +259,6 @@ def load_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.suffix not in (".toml", ".json"):
         raise ConfigError(f"config file {str(path)!r} must end in .toml or .json")
-    from txl import files
 
     try:
         text = files.read_text(path, "config", "config file")

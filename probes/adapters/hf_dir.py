@@ -13,6 +13,7 @@ from typing import Any
 
 from probes.adapters.families import RECURRENT
 from probes.api.errors import ModelDirError
+from txl import files
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
 GGUF_MAGIC = b"GGUF"
@@ -30,7 +31,6 @@ def read_json(file: Path, where: str) -> Any:
     """A model's JSON file (config.json, an index) through the one bounded reader (`txl.files`:
     a regular file within the size of its kind, then parsed). ModelDirError naming the model
     and what is wrong."""
-    from txl import files
 
     if file.is_symlink() and not file.exists():
         raise ModelDirError(
@@ -126,7 +126,6 @@ def is_transformers_model(path: str | os.PathLike) -> bool:
 def is_recurrent(path: str | os.PathLike) -> bool:
     """Whether the transformers model directory `path` is of a recurrent family (scored by its
     state); txl.files.FileRefused for a config.json it refuses to read."""
-    from txl import files
 
     config = files.read_json(Path(path) / "config.json")
     return isinstance(config, dict) and config.get("model_type") in RECURRENT

@@ -15,6 +15,7 @@ import json
 import os
 from pathlib import Path
 
+from probes.adapters import hf_state
 from probes.adapters.base import DTYPES
 from probes.adapters.families import RECURRENT
 from probes.adapters.hf import (
@@ -34,6 +35,8 @@ from probes.adapters.hf_dir import (
 )
 from probes.adapters.hf_scoring import model_info
 from probes.api.errors import AdapterError, ModelDirError
+from probes.limits import LimitError, require_memory
+from txl.io import file_sha256
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float64": 8}
 LOAD_FACTOR = 1.25  # peak memory of a directory's load over its weights at --dtype
@@ -69,7 +72,6 @@ def error_text(e: BaseException, limit: int = ERROR_CHARS) -> str:
 def check_load_memory(where: str, parameters: int, dtype: str, factor: float = LOAD_FACTOR) -> None:
     """Refuse (AdapterError) a model whose load (`factor` times its weights at `dtype`) would not
     fit in memory, before anything is loaded."""
-    from probes.limits import LimitError, require_memory
 
     try:
         require_memory(
@@ -84,8 +86,6 @@ def check_load_memory(where: str, parameters: int, dtype: str, factor: float = L
 def weights_sha256(path: Path) -> str:
     """sha256 of model.safetensors, or of the index and every shard it names, in order."""
     import hashlib
-
-    from txl.io import file_sha256
 
     single = path / "model.safetensors"
     if single.is_file():
@@ -175,7 +175,6 @@ def _evaluator_for(
 ) -> str:
     """The evaluator a model of `model_type` is scored with (its default when None), refused
     when it does not fit — before the weights are read."""
-    from probes.adapters import hf_state
 
     if model_type in RECURRENT:
         evaluator = evaluator or hf_state.DEFAULT_STATE_EVALUATOR
@@ -358,7 +357,6 @@ def _load_gguf_parsed(
     evaluator = _evaluator_for(raw.get("model_type", ""), evaluator, path, sinks, cache_positions)
     model = (model if placed else model.to(device)).eval()
     resolved = file.resolve()
-    from txl.io import file_sha256
 
     sha = file_sha256(resolved)
     adapter = wrap(
@@ -424,7 +422,6 @@ def wrap(
     """The adapter around a loaded transformers model (`raw`: its config as a dict), on the
     model's device; also what training's evaluation scores a model in training with. The
     model's training flag is left as it is found."""
-    from probes.adapters import hf_state
 
     device = str(next(model.parameters()).device)
     device_map = "auto" if getattr(model, "hf_device_map", None) else None  # placement()

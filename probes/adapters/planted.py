@@ -35,6 +35,7 @@ import numpy as np
 from probes.api.horizon import Horizon, doc_starts
 from probes.api.model import ModelInfo, TokenScores, check_inputs
 from probes.limits import MAX_LAYERS, MAX_MEM, MAX_TGT_LEN, check_number
+from txl.geometry import Geometry
 
 
 @dataclass
@@ -107,7 +108,6 @@ class PlantedModel:
     # ------------------------------------------------------------------ LossModel
 
     def default_geometry(self):
-        from txl.geometry import Geometry
 
         return Geometry(self.tgt_len, self.mem_len, clamp_len=self.tgt_len + self.mem_len)
 

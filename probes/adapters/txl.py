@@ -33,7 +33,10 @@ from probes.adapters.base import DTYPES, fork_plan
 from probes.api.errors import AdapterError
 from probes.api.horizon import Horizon
 from probes.api.model import ModelInfo, TokenScores, check_inputs
+from txl.checkpoint import CheckpointError, load_checkpoint
+from txl.evaluator import recompute_nll, stream_nll
 from txl.geometry import Geometry
+from txl.kv_memory import ROOM_SEGMENTS, PositionKeys, resolve_cache
 from txl.process_rank import ProcessRank, usable_cores
 
 FORWARD_BUDGET = 400 * 2**20  # bytes of activations and memory one forward plans for
@@ -119,7 +122,6 @@ class _TXLBase:
         """Truncated context (probes.api.model, `score_window`): every scored token is predicted
         from exactly the `window` tokens before it by a fresh forward without memory
         (txl.evaluator.recompute_nll), whatever this adapter's own evaluator is."""
-        from txl.evaluator import recompute_nll
 
         check_inputs(tokens, doc_ids, positions)
         out = recompute_nll(
@@ -160,8 +162,6 @@ class CachedTXL(_TXLBase):
 
     @torch.inference_mode()
     def score_shared(self, tokens, doc_ids, positions, geometry, *, parent, shared) -> TokenScores:
-        from txl.evaluator import stream_nll
-        from txl.kv_memory import ROOM_SEGMENTS, PositionKeys
 
         check_inputs(tokens, doc_ids, positions)
         tokens = np.ascontiguousarray(tokens, dtype=np.int64)
@@ -257,7 +257,6 @@ def load(
 ) -> _TXLBase:
     """A LossModel from a checkpoint directory. Raises AdapterError (one line) when the path is not
     a usable checkpoint, or `cache` does not fit it (`wrap`)."""
-    from txl.checkpoint import CheckpointError, load_checkpoint
 
     if evaluator not in EVALUATORS:
         raise AdapterError(
@@ -301,7 +300,6 @@ def cache_record(config, requested: str | None) -> dict[str, str]:
     """What run.json records of the cached evaluator's memory: the kind that runs ("kv" |
     "hidden"), what was asked for, and why that kind (AdapterError for "kv" where it is not
     exact)."""
-    from txl.kv_memory import resolve_cache
 
     requested = requested or "auto"
     try:

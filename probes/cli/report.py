@@ -17,7 +17,12 @@ from probes.cli.errors import BadInput, emit
 def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
     """Show finished runs side by side: one run's table, or several (say --mem 128 and 640).
     Runs that did not finish (still running, interrupted, dead) are left out and listed."""
-    from probes.framework.results import FINISHED, RunDirError, load_run, status
+    from probes.framework.results import (  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+        FINISHED,
+        RunDirError,
+        load_run,
+        status,
+    )
 
     summaries, shown, skipped = [], [], []
     for d in run_dirs:
@@ -44,15 +49,22 @@ def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
         click.echo(f"skipped (not finished): {', '.join(skipped)}", err=True)
     run_dirs = tuple(shown)
     if as_json:
-        from probes.framework.results import print_json
+        from probes.framework.results import (
+            print_json,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+        )
 
         print_json({"runs": summaries})
         return
-    from probes.report.tables import print_side_by_side, print_summary
+    from probes.report.tables import (  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+        print_side_by_side,
+        print_summary,
+    )
 
     diagnosed = [s for s in summaries if s.get("command") == "diagnose"]
     if diagnosed:  # `probe diagnose` run directories: their table, one after the other
-        from probes.report.suite_table import print_table
+        from probes.report.suite_table import (
+            print_table,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+        )
 
         if len(diagnosed) != len(summaries):
             raise BadInput("give either probe runs or diagnose runs to compare, not both")
@@ -98,11 +110,21 @@ def rerun_command(
     run_dir: str, out: str | None, as_json: bool, quiet: bool, allow_file_probes: bool
 ) -> None:
     """Repeat a run from its run.json and say whether the numbers match (exit 1 if not)."""
-    from probes.api.probe_base import ProbeInputError
-    from probes.framework.progress import Progress
-    from probes.framework.results import RunDirError
-    from probes.report.suite_plots import suite_plot
-    from probes.rerun import rerun
+    from probes.api.probe_base import (
+        ProbeInputError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    )
+    from probes.framework.progress import (
+        Progress,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    )
+    from probes.framework.results import (
+        RunDirError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    )
+    from probes.report.suite_plots import (
+        suite_plot,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    )
+    from probes.rerun import (
+        rerun,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    )
 
     try:
         result = rerun(
@@ -114,6 +136,8 @@ def rerun_command(
         )
     except (ProbeInputError, RunDirError) as e:
         raise BadInput(str(e)) from None
-    from probes.report.tables import print_rerun
+    from probes.report.tables import (
+        print_rerun,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    )
 
     emit(result, as_json=as_json, show=print_rerun, passed=result["passed"])

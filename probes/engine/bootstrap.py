@@ -19,13 +19,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from synth import rng as rnd
+
 REPS = 1000  # resamples per interval
 
 
 def resamples(n: int, rng: np.random.Generator, reps: int = REPS) -> np.ndarray:
     """(reps, n) text indices, each row n draws with replacement; no rows when n < 2 (a single
     text has no spread to resample)."""
-    from synth import rng as rnd
 
     if n < 2:
         return np.zeros((0, n), dtype=np.int64)

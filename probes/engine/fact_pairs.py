@@ -19,6 +19,8 @@ from probes.api.params import param
 from probes.api.probe_base import ProbeInputError, RunContext
 from probes.engine.distance_bins import auto_bins, check_ranges, parse_ranges
 from probes.engine.paired import Job
+from synth import rng as rnd
+from synth.generate import make_example
 
 DISTANCE_HELP = (
     "distance bins, fact's last token → first answer token: 'auto' (two bins inside the direct "
@@ -134,7 +136,6 @@ def lead_range(text: str, ctx: RunContext) -> tuple[int, int]:
 def base_example(lang, rng, distance: int, lead: int, *, supported: bool = True, tail: int = 2):
     """One document of synth language `lang` with one fact and its query `distance` apart (see
     module docstring), and `tail` filler tokens after the query."""
-    from synth.generate import make_example
 
     try:
         return make_example(lang, rng, [distance], lead=lead, supported=supported, tail=tail)
@@ -187,7 +188,6 @@ def draws_per_bin(name: str, ctx: RunContext, bins: list[tuple[int, int]]):
     """(group, rng, distance) for ctx.n pairs per bin: each bin draws from its own stream, keyed
     by the probe's name and the bin's own edges (module docstring), the distance first, uniform
     in [lo, hi); whatever else a pair draws comes from the same rng before the next one."""
-    from synth import rng as rnd
 
     for g, (lo, hi) in enumerate(bins):
         rng = ctx.rng(name, lo, hi)
@@ -201,7 +201,6 @@ def plan_by_distance(probe, ctx: RunContext, edit: str, alt=None, **params) -> N
     (`Texts.fact_job`) at the bin's distance, after a lead drawn from `probe.params.lead`;
     `alt(pair)`, if given, is the contrast answer. A pair that cannot be kept aligned in the
     model's tokens is counted in `ctx.unmatched`."""
-    from synth import rng as rnd
 
     bins = distance_bins(probe.params.distance, ctx)
     lead_lo, lead_hi = lead_range(probe.params.lead, ctx)

@@ -29,8 +29,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from probes.api.model import score_rows, score_truncated
 from probes.api.params import increasing_ints
 from probes.api.probe_base import ProbeInputError, RunContext
+from synth import rng as rnd
 
 MIN_FACT_DISTANCE = 8
 CONTEXTS_HELP = (
@@ -83,7 +85,6 @@ def make_texts(
 ) -> list[SweepText]:
     """n sweep texts; `ordinary` > 0 keeps that many of the window's filler tokens (evenly
     spaced) as ordinary targets, 0 all of them."""
-    from synth import rng as rnd
 
     texts = ctx.texts
     query = texts.query_length  # tokens of one query (on real text an English query's)
@@ -163,7 +164,6 @@ def _rows(texts: list[SweepText]):
 def truncated(model, texts: list[SweepText], c: int, geometry, *, opening: bool = False):
     """(nll, correct), each (n_texts, L): exactly c tokens of history per scored token; with
     `opening`, the text's opening token (its first) before them (`opened`)."""
-    from probes.api.model import score_truncated
 
     tokens, docs, pos = _rows(texts)
     if not opening:
@@ -197,7 +197,6 @@ def opened(tokens: np.ndarray, pos: np.ndarray, c: int) -> tuple[np.ndarray, tup
 
 def streaming(model, texts: list[SweepText], c: int, geometry):
     """(nll, correct) with the model's own evaluator and mem_len c (no same_length at c = 0)."""
-    from probes.api.model import score_rows
 
     tokens, docs, pos = _rows(texts)
     g = replace(geometry, mem_len=c, same_length=geometry.same_length and c > 0)

@@ -14,6 +14,7 @@ from probes.api import kinds
 from probes.api.errors import AdapterError, ModelDirError
 from probes.api.probe_base import ProbeInputError
 from txl import files
+from txl.io import file_sha256
 
 PACKAGE_MODELS = Path(__file__).resolve().parent.parent / "models"
 DEFAULT_MODEL = "default"
@@ -79,7 +80,6 @@ def shipped_name(path: Path) -> str | None:
 def shipped_by_sha256(sha256: str) -> str | None:
     """The shipped model whose weights have this sha256 (how `probe rerun` finds the model of
     a run recorded on another machine), or None."""
-    from txl.io import file_sha256
 
     if not sha256 or not PACKAGE_MODELS.is_dir():
         return None

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from txl import files
+from txl.files import FileRefused
 from txl.io import atomic_write, atomic_write_with, json_safe
 from txl.run_dir import LOCK_FILE as LOCK_FILE  # the one lock and writability check: txl's
 from txl.run_dir import DirLock, RunDirError, is_locked
@@ -73,7 +75,6 @@ def write_json(path: Path, obj: Any) -> None:
 def read_json(path: Path) -> Any:
     """A run file (run.json, summary.json): a regular file within the JSON limit, then parsed
     (txl.files; FileRefused, one line, otherwise)."""
-    from txl import files
 
     return files.read_json(path)
 
@@ -282,7 +283,6 @@ def check_nested(file: Path, data: dict, key: str, kind: type) -> None:
 def load_run(path: Path) -> tuple[dict, dict | None]:
     """(run.json, summary.json or None if the run did not finish) of a run directory; a file
     that is not what `probe run` / `probe diagnose` writes is refused (RunDirError, one line)."""
-    from txl.files import FileRefused
 
     path = Path(path)
 
@@ -323,7 +323,6 @@ def load_run(path: Path) -> tuple[dict, dict | None]:
 
 
 def load_samples(path: Path) -> list[dict]:
-    from txl import files
 
     file = Path(path) / "samples.jsonl"
     if not file.is_file():

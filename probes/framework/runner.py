@@ -25,16 +25,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import synth
+from probes._version import __version__
 from probes.api import params as params_mod
 from probes.api import registry
 from probes.api.errors import AdapterError
+from probes.api.model import geometry as geometry_of
+from probes.api.model import horizon as horizon_of
+from probes.api.model import row_bytes
 from probes.api.probe_base import ProbeInputError, ProbeNotApplicable, RunContext
-from probes.framework import token_strings
+from probes.framework import provenance, token_strings
+from probes.framework.background_imports import start_background_imports
 from probes.framework.models import ModelCache, model_name, model_sources
 from probes.framework.options import RunOptions
 from probes.framework.progress import Progress
 from probes.framework.results import SCHEMA_VERSION, RunDir, RunDirError, check_writable
 from probes.framework.summary import Summary, member_view
+from probes.limits import LimitError, require_memory
+from probes.stats import VERDICT_RULE
+from probes.texts import choose
 from txl.process_rank import ProcessRank
 
 
@@ -131,13 +140,8 @@ def prepare(
     lm = loaded[0]
     texts = None
     if cls.needs_language:
-        from probes.texts import choose
-
         texts = choose.setup(cls, opts, sources, loaded)
     from dataclasses import replace
-
-    from probes.api.model import geometry as geometry_of
-    from probes.api.model import horizon as horizon_of
 
     try:
         geometry = geometry_of(lm, **opts.geometry_overrides())
@@ -214,8 +218,6 @@ def check_row_length(instance, ctx) -> None:
 def check_row_memory(models: list, geometry) -> None:
     """Refuse a geometry whose single forward row would not fit in memory, before any text is
     built or scored (ProbeInputError naming the sizes)."""
-    from probes.api.model import row_bytes
-    from probes.limits import LimitError, require_memory
 
     for m in models:
         need = row_bytes(m, geometry)
@@ -237,7 +239,7 @@ def _threads(n: int | None):
         from contextlib import nullcontext
 
         return nullcontext(None)
-    from probes.adapters import txl as adapters
+    from probes.adapters import txl as adapters  # lazy: torch, loaded only once a model is
 
     return adapters.threads(n)
 
@@ -283,7 +285,6 @@ def _execute(
             ctx.log(f"run directory {run_dir.path}")
             if options.dtype == "bfloat16":
                 ctx.log(BFLOAT16_NOTE)
-            from probes.framework.background_imports import start_background_imports
 
             start_background_imports()  # the plots' and the statistics' imports, during the scoring
             outcome = p.instance.execute(ctx)
@@ -380,7 +381,6 @@ def run(probe: str, **options: Any) -> Summary:
 
 
 def _verdict_rule() -> str:
-    from probes.stats import VERDICT_RULE
 
     return VERDICT_RULE
 
@@ -400,15 +400,11 @@ def run_record(
     cls, spec: str, params, options: RunOptions, ctx: RunContext, threads, argv, texts=None
 ) -> dict[str, Any]:
     """run.json: everything needed to know where a result came from and to repeat it."""
-    from probes._version import __version__
-    from probes.framework import provenance
 
     lm = ctx.model
     lang = None if ctx.texts is None else ctx.texts.lang  # the synth language they are drawn in
     synth_info = None
     if lang is not None:
-        import synth
-
         config = lang.config.to_dict()
         synth_info = {
             "generator_version": getattr(synth, "GENERATOR_VERSION", None),

@@ -60,11 +60,13 @@ import numpy as np
 
 from probes import stats
 from probes.api.declarations import STATS, Column, signed
-from probes.api.model import tolerance
+from probes.api.model import score_rows, tolerance
 from probes.api.params import param
 from probes.api.probe_base import Outcome, Probe, ProbeNotApplicable, RunContext
 from probes.api.registry import probe
 from probes.engine.checks import note, zero_check
+from probes.engine.rows import Rows, score_batches
+from probes.report import plots
 
 CHECK_TOKENS = 8  # first-segment targets scored for the first_segment_equal check
 KINDS = ("nomem-mem", "doc-mem")
@@ -120,7 +122,6 @@ class Boundary(Probe):
         self.texts = [ctx.texts.sentence_text(rng, self.length) for _ in range(ctx.n)]
 
     def execute(self, ctx: RunContext) -> Outcome:
-        from probes.engine.rows import score_batches
 
         S = self.params.segments
         records, curves = score_batches(
@@ -135,8 +136,6 @@ class Boundary(Probe):
     def _score(self, ctx: RunContext, items):
         """Each text with memory, without (mem_len 0), and with a document boundary before each
         scored segment; one (record, curve) per text."""
-        from probes.api.model import score_rows
-        from probes.engine.rows import Rows
 
         T = ctx.geometry.tgt_len
         eod = ctx.eod_id
@@ -174,7 +173,6 @@ class Boundary(Probe):
         """Under reset: the first scored segment after its document boundary, scored once more
         with the text before the boundary reversed (same length, same doc ids, other content).
         None under carry, where that segment reads the text before it by design."""
-        from probes.api.model import score_rows
 
         if not ctx.geometry.reset:
             return None
@@ -340,7 +338,6 @@ class Boundary(Probe):
         return text + note(outcome.checks)
 
     def _plot(self, ctx: RunContext, by_position: list[dict]):
-        from probes.report import plots
 
         g = ctx.geometry
         pts = []

@@ -47,9 +47,13 @@ import numpy as np
 
 from probes import stats
 from probes.api.declarations import Column
+from probes.api.model import score_rows
 from probes.api.params import increasing_ints, param
 from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
+from probes.engine.rows import Rows, score_batches
+from probes.report import plots
+from probes.report.plots import line_plot
 
 ABLATIONS = ("drop", "shuffle", "replace")
 CONTEXT = 512  # the default context, when the model and the evaluator hold it
@@ -192,7 +196,6 @@ class ContextAblation(Probe):
         return ctx.texts.ablated_tokens(rng, ex, kind, b)
 
     def execute(self, ctx: RunContext) -> Outcome:
-        from probes.engine.rows import score_batches
 
         K = len(self.distances)
         records, _ = score_batches(
@@ -209,8 +212,6 @@ class ContextAblation(Probe):
         replaced) together, the dropped rows of each distance together (a call forwards every
         row to its longest scored position, so a short row among long ones would cost a long
         one)."""
-        from probes.api.model import score_rows
-        from probes.engine.rows import Rows
 
         W = self.params.window
         calls: dict[Any, tuple[Rows, list]] = {}
@@ -326,8 +327,6 @@ class ContextAblation(Probe):
         }
 
     def _plot(self, ctx, bins):
-        from probes.report import plots
-        from probes.report.plots import line_plot
 
         series = {}
         for kind, style in zip(ABLATIONS, ("-o", "-s", "-^"), strict=True):

@@ -57,7 +57,18 @@ from probes.api.params import param
 from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
 from probes.engine import bootstrap
-from probes.engine.sweep import CONTEXTS_HELP, check_contexts, parse_contexts
+from probes.engine.sweep import (
+    CONTEXTS_HELP,
+    check_contexts,
+    make_texts,
+    pair_means,
+    parse_contexts,
+    require_window,
+    streaming,
+    truncated,
+)
+from probes.report import plots
+from probes.report.plots import line_plot
 
 STATE_MAX_CONTEXT = 1024  # the largest c of 'auto' for a recurrent state (no window of its own)
 SETS = ("answer", "ordinary", "all")
@@ -130,7 +141,6 @@ class ContextSweep(Probe):
     )
 
     def plan(self, ctx: RunContext) -> None:
-        from probes.engine.sweep import make_texts, require_window
 
         require_window([ctx.model], self.name)
         p = self.params
@@ -161,7 +171,6 @@ class ContextSweep(Probe):
         self.texts = make_texts(ctx, rng, ctx.n, self.max_context, window, p.facts, p.ordinary)
 
     def execute(self, ctx: RunContext) -> Outcome:
-        from probes.engine.sweep import pair_means, streaming, truncated
 
         C = len(self.contexts)
         conds = ["truncated", "stream"] if self.params.stream else ["truncated"]
@@ -311,8 +320,6 @@ class ContextSweep(Probe):
         return outcome
 
     def _plot(self, ctx, bins):
-        from probes.report import plots
-        from probes.report.plots import line_plot
 
         xs = [b["c"] for b in bins]
         series = {}

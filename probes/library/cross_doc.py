@@ -70,7 +70,7 @@ import numpy as np
 from probes import stats
 from probes.api.declarations import DISTANCE, REACH, STATS, Column, signed
 from probes.api.horizon import classify
-from probes.api.model import reset_moves_positions, score_rows, tolerance
+from probes.api.model import horizon, reset_moves_positions, score_rows, tolerance
 from probes.api.params import param
 from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
@@ -79,6 +79,7 @@ from probes.engine.checks import note, zero_check
 from probes.engine.distance_bins import gap_bins, parse_ranges
 from probes.engine.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin, row_limit
 from probes.engine.rows import Rows, score_batches
+from probes.report import plots
 from probes.stats import signed_effect, verdict_counts
 from probes.texts.cross_doc_texts import B_LEAD, TextShape
 
@@ -146,7 +147,6 @@ class CrossDoc(Probe):
     self_checks = ("reset_leakage_zero", "beyond_reach_zero")
 
     def plan(self, ctx: RunContext) -> None:
-        from probes.api.model import horizon
 
         p = self.params
         texts = ctx.texts
@@ -479,7 +479,6 @@ class CrossDoc(Probe):
         ]
 
     def _plot(self, ctx: RunContext, bins: list[dict]):
-        from probes.report import plots
 
         g = ctx.geometry
         title = (

@@ -43,7 +43,9 @@ from probes.api.registry import probe
 from probes.engine.distance_bins import parse_ranges
 from probes.engine.fact_pairs import LEAD_HELP, check_lead, check_tail, lead_range
 from probes.engine.paired import PairedProbe
+from probes.report import plots
 from probes.texts.base import Variant
+from synth import rng as rnd
 from synth.edits.distract import KINDS
 from synth.language import MAX_FACT_TOKENS
 
@@ -140,7 +142,6 @@ class Distractor(PairedProbe):
         return max(need, dmin // 2), dmin  # the window's far half, every token reading it
 
     def plan(self, ctx: RunContext) -> None:
-        from synth import rng as rnd
 
         kinds = parse_kinds(self.params.kinds)
         ks = parse_ks(self.params.k)
@@ -200,7 +201,6 @@ class Distractor(PairedProbe):
     }
 
     def make_plots(self, ctx: RunContext, outcome: Outcome) -> list:
-        from probes.report import plots
 
         title = f"distractor · {ctx.model.info.id} · mem {ctx.geometry.mem_len}"
 

@@ -36,7 +36,9 @@ from probes.api.probe_base import Outcome, RunContext
 from probes.api.registry import probe
 from probes.engine.fact_pairs import DistanceParams, distance_bins
 from probes.engine.paired import Job, PairedProbe
+from probes.report import plots
 from probes.texts.base import Variant
+from synth import rng as rnd
 
 DEPTH_HELP = (
     "depths (filler tokens before the fact): 'auto' (8, (mem+tgt)/2 and mem+tgt of the eval "
@@ -89,7 +91,6 @@ class FactInsert(PairedProbe):
     delta_doc = "mean over answer tokens of NLL(base: no fact) − NLL(variant: fact inserted), nats"
 
     def plan(self, ctx: RunContext) -> None:
-        from synth import rng as rnd
 
         bins = distance_bins(self.params.distance, ctx)
         g_ = ctx.geometry
@@ -146,7 +147,6 @@ class FactInsert(PairedProbe):
     }
 
     def make_plots(self, ctx: RunContext, outcome: Outcome) -> list:
-        from probes.report import plots
 
         line_plots = super().make_plots(ctx, outcome)
         grid = outcome.metrics["grid"]

@@ -56,6 +56,7 @@ from probes.engine.fact_pairs import (
 )
 from probes.engine.paired import PairedProbe
 from probes.texts.base import Variant
+from synth import rng as rnd
 
 VARIANTS = ("rebind", "delete", "swap")
 EDIT = {"rebind": "rebind", "delete": "delete", "swap": "replace"}  # each variant's edit
@@ -77,7 +78,6 @@ class FactRebind(PairedProbe):
     delta_doc = "mean over answer tokens of NLL(variant) − NLL(base: the fact as stated), nats"
 
     def plan(self, ctx: RunContext) -> None:
-        from synth import rng as rnd
 
         bins = distance_bins(self.params.distance, ctx)
         lead_lo, lead_hi = lead_range(self.params.lead, ctx)

@@ -50,6 +50,7 @@ from probes.engine.fact_pairs import (
     lead_range,
 )
 from probes.engine.paired import PairedProbe
+from synth import rng as rnd
 from synth.language import MAX_FACT_TOKENS
 
 DISTANCE_HELP = (
@@ -87,7 +88,6 @@ class FactUpdate(PairedProbe):
     )
 
     def plan(self, ctx: RunContext) -> None:
-        from synth import rng as rnd
 
         p = self.params
         floor = p.answer_distance + MAX_FACT_TOKENS + 1  # the stale fact ends before the update

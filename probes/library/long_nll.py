@@ -40,9 +40,13 @@ import numpy as np
 
 from probes import stats
 from probes.api.declarations import Column
+from probes.api.model import score_rows
 from probes.api.params import param
 from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
+from probes.engine.rows import Rows, score_batches
+from probes.report import plots
+from probes.report.plots import line_plot
 
 BANDS_MAX = 16  # bands shown; later positions fall in the last one
 ROOM = 8  # haystack tokens a text leaves unused (runs are cut at piece boundaries)
@@ -124,7 +128,6 @@ class LongNLL(Probe):
         return [(lo, hi) for lo, hi in itertools.pairwise(edges) if hi > lo]
 
     def execute(self, ctx: RunContext) -> Outcome:
-        from probes.engine.rows import score_batches
 
         records, curves = score_batches(
             ctx,
@@ -136,8 +139,6 @@ class LongNLL(Probe):
         return self.summarize(ctx, records, curves)
 
     def _score(self, ctx: RunContext, items):
-        from probes.api.model import score_rows
-        from probes.engine.rows import Rows
 
         rows = Rows()
         for i in items:
@@ -221,8 +222,6 @@ class LongNLL(Probe):
         return outcome
 
     def _plot(self, ctx, curves):
-        from probes.report import plots
-        from probes.report.plots import line_plot
 
         width = max(1, math.ceil(len(self.scored) / 128))  # about 128 points per curve
         mean = np.mean(np.stack(curves), axis=0) if curves else np.zeros(len(self.scored))

@@ -50,6 +50,9 @@ from probes.api.params import param
 from probes.api.probe_base import Outcome, Probe, ProbeNotApplicable, RunContext
 from probes.api.registry import probe
 from probes.engine import bootstrap
+from probes.engine.sweep import make_texts, require_window, truncated
+from probes.report import plots
+from probes.report.plots import line_plot
 
 
 def check_rs(text: str) -> None:
@@ -127,7 +130,6 @@ class RECL(Probe):
     smoke: ClassVar[dict] = {"synth": {}, "bridged": {"tgt_len": 32}}
 
     def plan(self, ctx: RunContext) -> None:
-        from probes.engine.sweep import make_texts, require_window
 
         require_window(ctx.group or [ctx.model], self.name)
         p = self.params
@@ -153,8 +155,6 @@ class RECL(Probe):
 
     def execute(self, ctx: RunContext) -> Outcome:
         from dataclasses import replace
-
-        from probes.engine.sweep import truncated
 
         C, M = len(self.contexts), len(self.models)
         scored = [t.scored for t in self.texts]
@@ -258,8 +258,6 @@ class RECL(Probe):
         return outcome
 
     def _plot(self, ctx, gain_curves, r0: str):
-        from probes.report import plots
-        from probes.report.plots import line_plot
 
         xs = self.contexts[:-1]
         series = {

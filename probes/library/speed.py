@@ -36,9 +36,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from probes.api.declarations import Column
+from probes.api.model import score_rows, score_truncated
 from probes.api.params import increasing_ints, param
 from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
+from probes.engine.sweep import require_window
+from probes.report import plots
+from probes.report.plots import line_plot
 
 LENGTHS_HELP = (
     "memory lengths: 'auto' (mem/8, mem/4, mem/2 and mem of the eval --mem) or a comma list "
@@ -83,7 +87,6 @@ class Speed(Probe):
     )
 
     def plan(self, ctx: RunContext) -> None:
-        from probes.engine.sweep import require_window
 
         require_window([ctx.model], self.name)
         g = ctx.geometry
@@ -116,7 +119,6 @@ class Speed(Probe):
 
     def _measure(self, ctx: RunContext, n: int, mem: int, L: int) -> tuple[list, list]:
         """(cached, recompute) wall times of the repeats, for a row of n tokens."""
-        from probes.api.model import score_rows, score_truncated
 
         K = self.params.tokens
         tok = self.tokens[None, :n]
@@ -182,8 +184,6 @@ class Speed(Probe):
         return outcome
 
     def _plot(self, ctx, bins):
-        from probes.report import plots
-        from probes.report.plots import line_plot
 
         xs = [b["attn_len"] for b in bins]
         series = {

@@ -42,6 +42,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from probes import stats
 from probes.api.declarations import (
     ACCURACY,
     DISTANCE,
@@ -165,7 +166,6 @@ class TopicShift(PairedProbe):
         return group["tokens"] == "ordinary"  # the headline delta: topic adaptation
 
     def extra_metrics(self, ctx: RunContext, records: list[dict], bins: list[dict]) -> dict:
-        from probes import stats
 
         out = {}
         for t in TOKENS:

@@ -14,10 +14,14 @@ from pathlib import Path
 
 import click
 
+from probes.adapters.txl import threads as torch_threads
 from probes.api.params import number_type
 from probes.cli.errors import BadInput
 from probes.cli.main import OneLineErrors
 from probes.limits import MAX_THREADS
+from probes.paper import render
+from probes.paper.measure import measure
+from txl.io import replace_dir
 
 DEFAULT_OUT = "results/curated/paper"
 # the machine refusing the write (full, over quota, read-only, denied): bad input, not a bug
@@ -90,10 +94,6 @@ class PaperCommand(OneLineErrors, click.Command):
 def main(out: str, quick: bool, threads: int | None) -> None:
     """The paper's Tables 6–9 on the synthetic language (probes/paper/__init__.py)."""
     target = check_out(out)
-    from probes.adapters.txl import threads as torch_threads
-    from probes.paper import render
-    from probes.paper.measure import measure
-    from txl.io import replace_dir
 
     log = lambda msg: click.echo(msg, err=True)  # noqa: E731
     done: dict = {}

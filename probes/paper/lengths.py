@@ -23,6 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from probes.api.model import geometry
+from probes.engine.bootstrap import percentile_interval
+from probes.paper.claims import interval
+from probes.training.presets import resolve_dict
+from probes.training.synth_data import synth_stream
+from txl.train_config import TrainConfig
+
 MEMS = (0, 64, 128, 192, 256, 384, 512, 640, 896, 1280)
 ROWS = 16
 SEGMENTS = 64
@@ -31,9 +38,6 @@ HELDOUT_SEED = 2_000_003  # apart from training (config seed) and its evaluation
 
 def heldout_text(lang, vocab_size: int, rows: int = ROWS, segments: int = SEGMENTS):
     """(tokens, doc_ids), rows × (segments × tgt_len + 1), of the default recipe's stream."""
-    from probes.training.presets import resolve_dict
-    from probes.training.synth_data import synth_stream
-    from txl.train_config import TrainConfig
 
     table = resolve_dict("tiny")
     table["model"] = {**table["model"], "vocab_size": vocab_size}
@@ -47,7 +51,6 @@ def heldout_text(lang, vocab_size: int, rows: int = ROWS, segments: int = SEGMEN
 
 def nll_by_length(lm, tokens, docs, mems=MEMS, log=None) -> tuple[np.ndarray, list[int]]:
     """(len(mems), rows) row-mean NLL of the scored tokens at each memory; and the lengths L."""
-    from probes.api.model import geometry
 
     g0 = lm.default_geometry()
     lengths = [m + g0.tgt_len for m in mems]
@@ -85,8 +88,6 @@ def table(
     resamples: np.ndarray,
 ) -> dict[str, Any]:
     """Per model: the figures with intervals; and the resampled figures for the claims."""
-    from probes.engine.bootstrap import percentile_interval
-    from probes.paper.claims import interval
 
     rows, point, draws = {}, {}, []
     models = list(nll)

@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from probes.api.model import geometry
+from synth import rng as rnd
+from synth.generate import make_local_example
+
 ROWS = 32
 LENGTH = 1025
 SKIP = 64
@@ -24,8 +28,6 @@ SEED = 7_000_001  # the local-only texts' own seed
 
 
 def local_text(lang, rows: int = ROWS, length: int = LENGTH):
-    from synth import rng as rnd
-    from synth.generate import make_local_example
 
     rng = rnd.make_rng(SEED, "paper-table7")
     examples = [make_local_example(lang, rng, length) for _ in range(rows)]
@@ -36,7 +38,6 @@ def local_text(lang, rows: int = ROWS, length: int = LENGTH):
 
 def row_nll(lm, tokens, docs, mem_len: int | None = None) -> np.ndarray:
     """(rows,) mean NLL over the scored tokens; `mem_len` replaces the model's own."""
-    from probes.api.model import geometry
 
     scored = docs >= 0
     scored[:, : SKIP + 1] = False

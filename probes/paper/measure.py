@@ -10,8 +10,17 @@ from typing import Any
 
 import numpy as np
 
+import probes
+from probes.adapters.txl import load
+from probes.engine.bootstrap import resamples
+from probes.framework.models import PACKAGE_MODELS, resolve_model_path
+from probes.library.recl import recl_values
 from probes.paper import claims as cl
+from probes.paper import lengths as L
+from probes.paper import local
 from probes.paper.group import DEEP, GROUP
+from probes.texts.choose import load_language
+from synth import rng as rnd
 
 SEED = 0
 RECL_GROUP = ("default", "shaw", "default-mem0", "learned-mem0")  # the paper's Table 8 group
@@ -24,14 +33,11 @@ def _ci(ci) -> str:
 
 
 def _bootstrap(n: int, name: str) -> np.ndarray:
-    from probes.engine.bootstrap import resamples
-    from synth import rng as rnd
 
     return resamples(n, rnd.make_rng(SEED, f"paper-{name}"))
 
 
 def table6(models: dict, lang, log, quick: bool) -> dict[str, Any]:
-    from probes.paper import lengths as L
 
     rows, segments = (4, 24) if quick else (L.ROWS, L.SEGMENTS)
     vocab = models["default"].info.vocab_size
@@ -105,7 +111,6 @@ def table6(models: dict, lang, log, quick: bool) -> dict[str, Any]:
 
 
 def table7(models: dict, lang, log, quick: bool) -> dict[str, Any]:
-    from probes.paper import local
 
     rows = 8 if quick else local.ROWS
     tokens, docs = local.local_text(lang, rows)
@@ -149,9 +154,6 @@ def table7(models: dict, lang, log, quick: bool) -> dict[str, Any]:
 
 
 def table8(runs: Path, log, quick: bool) -> dict[str, Any]:
-    import probes
-    from probes.library.recl import recl_values
-
     s = probes.run(
         "recl", model=list(RECL_GROUP), mem=RECL_MEM, r="0.1,0.5,1.0", seed=SEED,
         out=str(runs), quick=quick, progress=False,
@@ -202,7 +204,6 @@ def table8(runs: Path, log, quick: bool) -> dict[str, Any]:
 
 
 def table9(runs: Path, log, quick: bool) -> dict[str, Any]:
-    import probes
 
     tgt = 64
     lengths = SPEED_LENGTHS[-2:] if quick else SPEED_LENGTHS
@@ -232,8 +233,6 @@ def table9(runs: Path, log, quick: bool) -> dict[str, Any]:
 
 
 def layered(runs: Path, log, quick: bool) -> dict[str, Any]:
-    import probes
-    from probes.framework.models import PACKAGE_MODELS
 
     out = {}
     for name in DEEP:
@@ -269,9 +268,6 @@ def layered(runs: Path, log, quick: bool) -> dict[str, Any]:
 
 def measure(out: Path, *, quick: bool = False, log=print) -> dict[str, Any]:
     """Every table; probe runs under `out/runs`. Returns the figures and timings."""
-    from probes.adapters.txl import load
-    from probes.framework.models import resolve_model_path
-    from probes.texts.choose import load_language
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()

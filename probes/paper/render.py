@@ -10,6 +10,8 @@ from typing import Any
 
 from probes.paper import published as pub
 from probes.paper.group import GROUP, member
+from probes.report.plots import line_plot
+from txl.io import atomic_write, json_safe
 
 
 def _ci(ci, fmt="{:.3f}") -> str:
@@ -156,7 +158,6 @@ def layered(t: dict) -> str:
 
 
 def plots(result: dict[str, Any], out: Path) -> list[str]:
-    from probes.report.plots import line_plot
 
     t6 = result["table6"]
     series = {name: {"x": t6["lengths"], "y": r["by_length"]} for name, r in t6["rows"].items()}
@@ -190,8 +191,6 @@ def plots(result: dict[str, Any], out: Path) -> list[str]:
 def write(result: dict[str, Any], out: Path) -> dict[str, str]:
     """Every file of the paper directory; returns name → Markdown of each table."""
     import json
-
-    from txl.io import atomic_write, json_safe
 
     parts = {
         "table6": table6(result["table6"]),

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from probes.stats import t_quantile
 from txl.files import read_json
 
 VERDICT_KINDS = ("above", "not_above", "below", "within")
@@ -57,7 +58,6 @@ def judge(ci95: Sequence[float] | None, kind: str, margin: float) -> str:
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, Any] | None:
     """mean(a) − mean(b) of two independent groups, with its 95 % Welch interval (unequal
     variances; Welch–Satterthwaite degrees of freedom). None when a group has < 2 values."""
-    from probes.stats import t_quantile
 
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if x.size < 2 or y.size < 2:

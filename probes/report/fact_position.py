@@ -37,7 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from probes import stats
 from probes.report import claims
+from txl.files import read_jsonl
 
 CITATION = "Liu et al. 2023, Lost in the Middle: How Language Models Use Long Contexts (TACL 2024)"
 PUBLISHED = {
@@ -48,7 +50,6 @@ PUBLISHED = {
 
 
 def load(run_dir: Path) -> dict[str, Any]:
-    from txl.files import read_jsonl
 
     summary, run = claims.read_run(run_dir, "fact-swap")
     samples = read_jsonl(run_dir / "samples.jsonl", "metrics")
@@ -73,7 +74,6 @@ def load(run_dir: Path) -> dict[str, Any]:
 
 
 def model_table(runs: list[dict]) -> dict[str, Any]:
-    from probes import stats
 
     runs = sorted(runs, key=lambda r: r["position"])
     margin = runs[0]["margin"]

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from txl.io import atomic_write_with
+
 # How plots mark a bin's verdict word (the tables write the word itself).
 VERDICT_MARKS = {"significant": "*", "negligible": "≈"}
 VERDICT_COLORS = {"significant": "tab:red", "negligible": "tab:green", "inconclusive": "tab:blue"}
@@ -271,6 +273,5 @@ def _finish(fig, ax, path: Path, title: str, xlabel: str, ylabel: str | None, le
 
 
 def _save(fig, path: Path) -> None:
-    from txl.io import atomic_write_with
 
     atomic_write_with(path, lambda tmp: fig.savefig(tmp, format="png"))

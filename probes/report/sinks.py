@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from probes import stats
 from probes.report import claims
 
 MARGIN = 0.05
@@ -124,7 +125,6 @@ def common_positions(runs: list[dict], start: int) -> dict[int, np.ndarray]:
 
 def difference(a: dict, b: dict, start: int) -> dict[str, Any]:
     """a − b, text by text, on the positions ≥ start both scored."""
-    from probes import stats
 
     pos = common_positions([a, b], start)
     d = per_text(a, pos) - per_text(b, pos)

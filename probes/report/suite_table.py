@@ -4,6 +4,8 @@ per model)."""
 
 from __future__ import annotations
 
+from probes.report.tables import console
+
 
 def value_text(r: dict, unit: str) -> str:
     """A row's value: nats signed to 3 places, lengths as integers (≥ when censored)."""
@@ -26,8 +28,6 @@ def print_table(summary: dict, out=None) -> None:
         print_models_table(summary, out)
         return
     from rich.table import Table
-
-    from probes.report.tables import console
 
     c = console(out)
     g = summary["geometry"]
@@ -71,8 +71,6 @@ def print_models_table(summary: dict, out=None) -> None:
     word (bold: significant), in the single-model table's number formats."""
     from rich.table import Table
     from rich.text import Text
-
-    from probes.report.tables import console
 
     c = console(out)
     c.print("probe diagnose", style="bold")

@@ -32,10 +32,23 @@ from pathlib import Path
 from typing import Any
 
 from probes.api.probe_base import ProbeInputError, ProbeNotApplicable
+from probes.limits import LimitError, require_memory
 from probes.texts.base import Texts
 from probes.texts.bridged import Bridge, BridgedTexts
 from probes.texts.haystack import HaystackTexts
 from probes.texts.synth_ids import SynthTexts
+from synth.language import Language
+from synth.text.corpus import CorpusError, corpus_files, read_corpus
+from synth.text.default_corpus import default_corpus, provenance
+from synth.text.haystack import Haystack, HaystackError
+from synth.text.tokenizer import (
+    TextTokenizer,
+    TokenizerError,
+    json_sha256,
+    special_tokens_from_dir,
+    tokenizer_kind,
+)
+from synth.text.world import TextWorld
 from txl import files
 
 # memory per byte of haystack text (its words, their token counts): 28–30 measured on 10.5 MB
@@ -71,7 +84,6 @@ class Vocabulary:
 def special_tokens(lm: Any, tokenizer_dir: Path | None) -> dict[str, str | None]:
     """The bos and eos tokens a model names: a GGUF model's from its file (the adapter's
     `special_tokens`), a directory's from its files (`--tokenizer PATH`: that tokenizer's)."""
-    from synth.text.tokenizer import special_tokens_from_dir
 
     if tokenizer_dir is None:
         named = getattr(lm, "special_tokens", None)
@@ -89,7 +101,6 @@ def model_vocabulary(
 ) -> Vocabulary:
     """What `lm` reads under `--tokenizer choice` (module docstring), every document opened by
     `opening` (--opening-token) or else the model's bos, else its eos, else `<eod>`."""
-    from synth.text.tokenizer import TextTokenizer, TokenizerError, tokenizer_kind
 
     choice = (choice or "auto").strip()
     if choice == "synth":
@@ -135,8 +146,6 @@ def model_vocabulary(
             "trained on; drop --tokenizer (or give --tokenizer synth)"
         )
     if choice != "auto" and tokenizer_kind(stated) == "tokenizers" and not derived:
-        from synth.text.tokenizer import json_sha256
-
         if json_sha256(stated) != tok.sha256:  # validated as a synth language would be
             raise ProbeInputError(
                 f"--tokenizer {choice!r} is tokenizer {tok.sha256[:12]}, but model {where!r} "
@@ -179,21 +188,18 @@ def stateless_vocabulary(loaded: list, where: list[str], lang: Any, vocab: Vocab
 
 def read_json_file(path: Path) -> bytes:
     """A model directory's small JSON file, bounded (txl.files)."""
-    from txl import files
 
     return files.read_bytes(path, "json")
 
 
 def read_tokenizer_file(path: Path) -> bytes:
     """A tokenizer.json (or a file beside it), bounded (txl.files)."""
-    from txl import files
 
     return files.read_bytes(path, "tokenizer" if path.name == "tokenizer.json" else "json")
 
 
 def read_text_file(path: Path) -> bytes:
     """One file of a haystack or a training text, bounded (txl.files)."""
-    from txl import files
 
     return files.read_bytes(path, "text")
 
@@ -223,11 +229,6 @@ def haystack_paths(value: Any) -> list[str] | None:
 
 def load_world(tokenizer: Any, paths: list[str], per: str | None) -> tuple[Any, dict[str, Any]]:
     """The TextWorld of a haystack under a tokenizer, and what run.json records of it."""
-    from probes.limits import LimitError, require_memory
-    from synth.text.corpus import CorpusError, corpus_files, read_corpus
-    from synth.text.default_corpus import default_corpus, provenance
-    from synth.text.haystack import Haystack, HaystackError
-    from synth.text.world import TextWorld
 
     per = per or "file"
     try:
@@ -334,7 +335,6 @@ def setup(cls: type, opts: Any, sources: list, loaded: list) -> TextSetup:
 
 def load_language(language: str | os.PathLike | None):
     """The synth language the probe writes its text in (default: Language.default())."""
-    from synth.language import Language
 
     if language is None:
         return Language.default()

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from probes.limits import require_memory
+from txl.model import TransformerXL
+
 
 def parameter_count(model_config: Any) -> int:
     """Parameters of TransformerXL(model_config), counted on the meta device (no memory)."""
     import torch
-
-    from txl.model import TransformerXL
 
     with torch.device("meta"):
         model = TransformerXL(model_config, shapes_only=True)
@@ -36,7 +37,6 @@ def training_bytes(config: Any) -> int:
 def check_fits(config: Any, device: str = "cpu") -> None:
     """Raise probes.limits.LimitError when the run would not fit in the memory of `device` (a
     resolved device: "cpu", or "cuda" — the GPU's free memory; one rank's share either way)."""
-    from probes.limits import require_memory
 
     available = None
     if str(device).startswith("cuda"):

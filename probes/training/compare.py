@@ -69,8 +69,8 @@ def metrics_path(path: str | os.PathLike) -> Path:
 
 def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The records of a metrics.jsonl that carry a step (a line cut short by a kill is skipped)."""
-    from txl.files import FileRefused
-    from txl.metrics_log import MetricsLog
+    from txl.files import FileRefused  # lazy: `probe train-compare --help` stays numpy-free
+    from txl.metrics_log import MetricsLog  # lazy: `probe train-compare --help` stays numpy-free
 
     p = metrics_path(path)
     try:

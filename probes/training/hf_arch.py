@@ -41,6 +41,9 @@ import torch
 from torch import nn
 
 from probes.adapters.families import families
+from txl import files
+from txl.checkpoint import CheckpointError
+from txl.io import atomic_write, file_sha256, follow_umask, replace_dir
 
 ATTENTION_FAMILIES = families(trainable=True, recurrent=False)
 RECURRENT_FAMILIES = families(trainable=True, recurrent=True)
@@ -214,7 +217,6 @@ class HFArchitecture:
 
     def save(self, path, model, *, tokenizer, training, train_state=None, rng=None,
              extra_files=None) -> str:  # fmt: skip
-        from txl.io import atomic_write, file_sha256, follow_umask, replace_dir
 
         def write(tmp: Path) -> None:
             model.lm.save_pretrained(tmp, safe_serialization=True)
@@ -237,9 +239,6 @@ class HFArchitecture:
 
     def load(self, path, device) -> LoadedCheckpoint:
         from transformers import AutoModelForCausalLM
-
-        from txl import files
-        from txl.checkpoint import CheckpointError
 
         p = Path(path)
         try:

@@ -23,6 +23,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from probes.training.budget import check_fits
+from probes.training.hf_arch import HFArchitecture, check_arch
+from probes.training.presets import DEFAULT_OUT, DEFAULT_PRESET, resolve_dict
+from probes.training.recall_eval import make_recall_eval
+from probes.training.synth_data import language_from, synth_stream
+from probes.training.text_data import TextData, load_text, text_table
+from probes.training.text_eval import make_text_eval
+from txl import train as loop  # looked up at call time (tests replace `train`)
+from txl.device import resolve_device
+from txl.distributed import shutdown
+from txl.process_rank import ProcessRank
+from txl.run_dir import check_run_dir, load_run_config
+from txl.train_config import ConfigError, TrainConfig, parse_override, set_key
+
 if TYPE_CHECKING:
     from synth.language import Language
     from synth.stream import TrainStream
@@ -43,7 +57,6 @@ class TrainJob:
     @property
     def text(self):
         """The TextData of a run on text, else None."""
-        from probes.training.text_data import TextData
 
         return self.language if isinstance(self.language, TextData) else None
 
@@ -67,11 +80,6 @@ def resolve_job(
     """The config, layered: preset < config file < explicit options < `--set` overrides; on a
     resume with neither a preset nor a file, the run's own saved config < options < overrides.
     `model.vocab_size` is the language's (a different one is refused)."""
-    from probes.training.presets import DEFAULT_OUT, DEFAULT_PRESET, resolve_dict
-    from probes.training.synth_data import language_from
-    from probes.training.text_data import load_text, text_table
-    from txl.run_dir import load_run_config
-    from txl.train_config import ConfigError, TrainConfig, parse_override, set_key
 
     if resume and preset is None and config_file is None:
         run_dir = out or DEFAULT_OUT / DEFAULT_PRESET
@@ -100,24 +108,15 @@ def resolve_job(
 def prepare(job: TrainJob) -> PreparedRun:
     """Everything the loop needs, built only once the config is known to be good (imports torch).
     The device and the run directory are checked here too, before any process writes."""
-    from probes.training.budget import check_fits
-    from probes.training.synth_data import synth_stream
-    from txl.device import resolve_device
-    from txl.process_rank import ProcessRank
-    from txl.run_dir import check_run_dir
 
     config, lang = job.config, job.language
     ctx = ProcessRank.from_env()
     device = resolve_device(config.device, ctx.local_rank)
     if config.arch:  # another architecture: its table checked before anything is built
-        from probes.training.hf_arch import check_arch
-
         check_arch(config.arch, config.model)
     check_fits(config, str(device))  # before any allocation: the run must fit in memory
     check_run_dir(job.run_dir, job.resume)
     if job.text is not None:
-        from probes.training.text_eval import make_text_eval
-
         stream = job.text.stream(
             config.model.tgt_len, config.seed, config.batch_size, ctx.rank, ctx.world_size
         )
@@ -126,8 +125,6 @@ def prepare(job: TrainJob) -> PreparedRun:
     stream = synth_stream(lang, config, config.seed, config.batch_size, ctx.rank, ctx.world_size)
     eval_fn = None
     if ctx.is_main:
-        from probes.training.recall_eval import make_recall_eval
-
         eval_fn = make_recall_eval(
             lang,
             config.model,
@@ -142,14 +139,10 @@ def prepare(job: TrainJob) -> PreparedRun:
 def run(prepared: PreparedRun, *, quiet: bool, command: str) -> TrainResult:
     """Train (or resume) the job's run. Raises what `txl.train.train` raises: ConfigError /
     RunDirError (bad input), NonFiniteLossError, TrainingInterrupted."""
-    from txl import train as loop  # looked up at call time (tests replace `train`)
-    from txl.distributed import shutdown
 
     job = prepared.job
     architecture = None
     if job.config.arch:
-        from probes.training.hf_arch import HFArchitecture
-
         architecture = HFArchitecture(job.config.arch)
     try:
         return loop.train(

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from txl.train_config import resolve_dict as resolve
+
 
 def _shape(
     n_layer: int,
@@ -255,6 +257,5 @@ def resolve_dict(
     overrides: Iterable[str | tuple[str, Any]] = (),
 ) -> dict[str, Any]:
     """`txl.train_config.resolve_dict` over these presets (default: the shipped model's)."""
-    from txl.train_config import resolve_dict as resolve
 
     return resolve(preset, config_file, overrides, presets=PRESETS, default_preset=DEFAULT_PRESET)

@@ -39,6 +39,12 @@ from typing import Any
 import numpy as np
 
 from probes.adapters.families import RECURRENT
+from probes.adapters.hf_load import wrap as wrap_hf
+from probes.adapters.txl import wrap
+from probes.api.horizon import doc_starts
+from probes.api.model import geometry as geometry_of
+from probes.api.model import horizon as horizon_of
+from probes.stats import wilson as wilson_interval
 from synth import rng as rnd
 from synth.example import Example
 from synth.generate import MIN_DISTANCE, make_example
@@ -107,7 +113,6 @@ def default_edges(tgt_len: int, mem_len: int) -> tuple[int, ...]:
 def wilson(k: int, n: int) -> tuple[float, float]:
     """Wilson score 95 % interval of a proportion k / n (`probes.stats.wilson`); with no
     observations, the whole of [0, 1]."""
-    from probes.stats import wilson as wilson_interval
 
     return wilson_interval(k, n) or (0.0, 1.0)
 
@@ -161,10 +166,7 @@ def loss_model(model: Any, model_id: str) -> Any:
     attention, `state` for a recurrent state)."""
     lm = getattr(model, "lm", None)
     if lm is None:
-        from probes.adapters.txl import wrap
-
         return wrap(model, model_id=model_id, path="<in training>")
-    from probes.adapters.hf_load import wrap as wrap_hf
 
     raw = lm.config.to_dict()
     evaluator = "state" if raw["model_type"] in RECURRENT else "full"
@@ -201,9 +203,6 @@ def make_recall_eval(
     )
 
     def evaluate(model: Any, step: int) -> dict[str, Any]:
-        from probes.api.horizon import doc_starts
-        from probes.api.model import geometry as geometry_of
-        from probes.api.model import horizon as horizon_of
 
         lm = loss_model(model, f"step-{step}")
         geometry = lm.default_geometry()

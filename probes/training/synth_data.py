@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from synth.language import Language, LanguageConfig
+from synth.stream import StreamConfig, TrainStream
+
 if TYPE_CHECKING:
     from synth.language import Language
     from synth.stream import TrainStream
@@ -16,7 +19,6 @@ if TYPE_CHECKING:
 
 def language_from(data: dict[str, Any]) -> Language:
     """The language a `data` table names (ValueError, one line, for a bad table)."""
-    from synth.language import Language, LanguageConfig
 
     table = data.get("language")
     if table is None:
@@ -38,7 +40,6 @@ def synth_stream(
     """A rank's synth training stream (StreamConfig from the `data` table, minus `language`);
     without `curriculum`, the mixture from the first token (the held-out NLL measures the text the
     model is trained on for good, not the curriculum's repeated spans and bursty pairs)."""
-    from synth.stream import StreamConfig, TrainStream
 
     table = {k: v for k, v in config.data.items() if k != "language"}
     if not curriculum:

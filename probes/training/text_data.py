@@ -24,6 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probes.limits import require_memory
+from probes.texts.choose import read_text_file
+from synth.text.corpus import CorpusError, corpus_files, read_corpus
+from synth.text.default_corpus import default_corpus, provenance
+from synth.text.facts_mix import FactMixer
+from synth.text.tokenizer import TextTokenizer, TokenizerError, tokenizer_kind, train_bpe
+from synth.text.train_stream import TextStream, TokenizedDocs
+from txl import files
+from txl.run_dir import complete_checkpoints
+
 DEFAULTS: dict[str, Any] = {
     "documents": "file",
     "vocab_size": 2048,
@@ -115,8 +125,6 @@ class TextData:
         return self.tokenizer.to_json()
 
     def stream(self, tgt_len: int, seed: int, batch_size: int, rank: int, world_size: int):
-        from synth.text.facts_mix import FactMixer
-        from synth.text.train_stream import TextStream
 
         facts = float(self.table["facts"])
         mixer = (
@@ -141,9 +149,6 @@ class TextData:
 
 def _saved_tokenizer(run_dir: Path):
     """The tokenizer of the run's newest complete checkpoint, or None."""
-    from synth.text.tokenizer import TextTokenizer, tokenizer_kind
-    from txl import files
-    from txl.run_dir import complete_checkpoints
 
     if not run_dir.is_dir():
         return None
@@ -160,12 +165,6 @@ def _saved_tokenizer(run_dir: Path):
 def load_text(table: dict[str, Any], run_dir: Path, resume: bool) -> TextData:
     """Read the corpus, hold its slice out, train (or on a resume read back) the BPE and
     tokenize; ValueError (one line) for bad input. `table` gains `corpus_sha256`."""
-    from probes.limits import require_memory
-    from probes.texts.choose import read_text_file
-    from synth.text.corpus import CorpusError, corpus_files, read_corpus
-    from synth.text.default_corpus import default_corpus, provenance
-    from synth.text.tokenizer import TokenizerError, train_bpe
-    from synth.text.train_stream import TokenizedDocs
 
     paths = table["paths"]
     try:

@@ -26,6 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from probes.training.recall_eval import loss_model, wilson
+from synth import rng as rnd
+from synth.text.facts import fact_text
+from synth.text.haystack import Haystack, HaystackError
+from synth.text.world import TextWorld
+
 NAMESPACE = "text-eval"
 
 
@@ -83,11 +89,6 @@ def stream_rows(docs, eod: int, rows: int, length: int) -> tuple[np.ndarray, np.
 def make_text_eval(data, model_config, eval_table: Mapping[str, Any]):
     """The evaluation callback of a run on text (module docstring); ValueError (one line) for a
     bad `eval` table or a held-out slice too small for what it must hold."""
-    from probes.training.recall_eval import loss_model, wilson
-    from synth import rng as rnd
-    from synth.text.facts import fact_text
-    from synth.text.haystack import Haystack, HaystackError
-    from synth.text.world import TextWorld
 
     cfg = TextEvalConfig.from_dict(eval_table)
     tgt = model_config.tgt_len

@@ -24,7 +24,7 @@ from synth.edits._common import (
 )
 from synth.edits.registry import register
 from synth.example import Example, Fact, Pair
-from synth.generate import assemble
+from synth.generate import assemble, filler, make_example
 from synth.language import Language
 
 
@@ -170,7 +170,6 @@ def cross_document(
     A: B's fact with another value V′, in another topic, starting `start` = (lo, hi) tokens after
     A's <eod> and ending `gap` tokens before B's <eod>; the foreign document: a third topic, as
     long as A, no facts. ValueError when B cannot be built."""
-    from synth.generate import make_example
 
     n_top = lang.n_topics
     t_b, t_a, t_f = (rnd.sample(rng, range(n_top), 3) if n_top >= 3 else [0, 0, 0])[:3]
@@ -190,7 +189,6 @@ def cross_document(
 def extend_b(texts: CrossDocument, rng: np.random.Generator, lang: Language, n: int):
     """The same texts with `n` more filler tokens of B's topic at the end of B (the same tokens
     after A and after the foreign document; nothing before them changes)."""
-    from synth.generate import filler
 
     def longer(ex: Example, more: np.ndarray) -> Example:
         doc = np.full(len(more), ex.doc_ids[-1], dtype=ex.doc_ids.dtype)
