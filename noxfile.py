@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "tests", "parity", "hf", "real"]
+nox.options.sessions = ["lint", "tests", "parity", "hf", "real", "browser"]
 nox.options.reuse_existing_virtualenvs = True
 
 CONSTRAINTS = ("-c", "constraints.txt")
