@@ -6,8 +6,9 @@ details), but not timings, paths or documentation prose (metric and row docs, wh
 reworded):
 "exact" (bitwise equal), "close" (max |difference| ≤ 1e-6: the same computation with another
 thread count or BLAS), or "differ". A changed model file (sha256), probe version, synth
-generator version or package version is noted, since any of them explains a difference; runs
-of another version are still compared, never refused.
+generator version or package version is noted, since any of them explains a difference, and so
+is another CPU (run.json's `machine.cpu`, `cpu_kernels`: float kernels take other paths there, so
+a CPU run's last bits are its CPU's); runs of another version are still compared, never refused.
 
 The new run goes where the command line says (`out`), else under `results/` of the working
 directory — never where run.json's `options.out` says: a run directory may come from anyone, and
@@ -31,6 +32,7 @@ from probes.api import registry
 from probes.api.probe_base import ProbeInputError
 from probes.framework.models import PACKAGE_MODELS, shipped_by_sha256
 from probes.framework.options import RunOptions
+from probes.framework.provenance import machine
 from probes.framework.results import FINISHED, check_shape, load_run
 from probes.framework.runner import run
 from probes.suite.one import diagnose
@@ -140,7 +142,10 @@ def rerun(
         "max_abs_diff": 0.0 if not differences else (worst if math.isfinite(worst) else None),
         "tolerance": TOLERANCE,
         "differences": differences,
-        "notes": _notes(record, original, new) + _mapped(record, kwargs) + _added(added),
+        "notes": _notes(record, original, new)
+        + _cpu(record, new_machine=machine(), differs=bool(differences))
+        + _mapped(record, kwargs)
+        + _added(added),
         "passed": match != "differ" and passed,
     }
 
@@ -218,6 +223,30 @@ def _added(paths: list[str]) -> list[str]:
     names = sorted({p.split(".")[-1].split("[")[0] for p in paths})
     return [
         f"the rerun adds {len(paths)} fields the original did not record ({', '.join(names[:6])})"
+    ]
+
+
+def _cpu(record: dict, new_machine: dict, differs: bool) -> list[str]:
+    """A CPU run's last bits are its CPU's: float kernels take other paths (vector width, the
+    BLAS's code path) on another CPU. Say so when the CPUs differ, or when a difference meets a
+    record that does not name its CPU."""
+    if record.get("device") not in (None, "cpu"):
+        return []
+    was = record.get("machine") or {}
+    old = (was.get("cpu"), was.get("cpu_kernels"))
+    now = (new_machine.get("cpu"), new_machine.get("cpu_kernels"))
+    if old[0] is None:
+        if not differs:
+            return []
+        return [
+            "the original does not record its CPU: a run on another CPU may differ in the last "
+            f"bits (this one: {now[0] or 'unknown'}, kernels {now[1] or 'unknown'})"
+        ]
+    if old == now:
+        return []
+    return [
+        f"recorded on another CPU ({old[0]}, kernels {old[1] or 'unknown'}; here {now[0] or 'unknown'}, "
+        f"kernels {now[1] or 'unknown'}): float kernels take other paths, so the last bits may differ"
     ]
 
 

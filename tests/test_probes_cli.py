@@ -294,6 +294,33 @@ def test_rerun_of_a_run_recorded_elsewhere_uses_the_shipped_model_of_the_same_sh
     assert r.exit_code == 2 and "does not exist here" in r.stderr
 
 
+def test_a_rerun_names_the_cpu_a_run_was_recorded_on_when_it_is_another(model, tmp_path):
+    """Float kernels take other paths on another CPU, so the rerun says where each ran; on the
+    same CPU, or an exact match with a record that names none, it says nothing of CPUs."""
+    r = invoke(["run", "fact-swap", "--model", model, "--out", str(tmp_path / "o"),
+                "--distance", "8-14", "--n", "2", "--json", "--quiet"])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    run_dir = Path(json.loads(r.stdout)["run_dir"])
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["machine"]["cpu_kernels"]  # torch was loaded: its dispatch is known
+
+    def cpu_notes():
+        r = invoke(["rerun", str(run_dir), "--json", "--quiet", "--out", str(tmp_path / "again")])
+        assert r.exit_code == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["match"] == "exact"
+        return [n for n in doc["notes"] if "CPU" in n]
+
+    assert cpu_notes() == []
+    record["machine"]["cpu"] = "Another CPU"
+    (run_dir / "run.json").write_text(json.dumps(record))
+    (note,) = cpu_notes()
+    assert note.startswith("recorded on another CPU (Another CPU")
+    del record["machine"]["cpu"]  # a run recorded before run.json named its CPU
+    (run_dir / "run.json").write_text(json.dumps(record))
+    assert cpu_notes() == []  # exact: nothing to explain
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

@@ -99,10 +99,37 @@ def versions() -> dict:
     return out
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux's /proc/cpuinfo; None elsewhere). Float kernels take other
+    paths on other CPUs, so a CPU run's last bits are this CPU's (`probe rerun` says so)."""
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            head = f.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in head.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and value.strip():
+            return value.strip()
+    return None
+
+
+def cpu_kernels() -> str | None:
+    """The vector instruction set torch's CPU kernels dispatch to here ("AVX512", "AVX2", …);
+    None while torch is not loaded (a torch-free run computes no model's numbers)."""
+    torch = sys.modules.get("torch")
+    try:
+        return None if torch is None else str(torch.backends.cpu.get_cpu_capability())
+    except (AttributeError, RuntimeError):
+        return None
+
+
 def machine() -> dict:
     return {
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": platform.processor() or None,
+        "cpu": cpu_model(),
+        "cpu_kernels": cpu_kernels(),
         "cpu_count": usable_cores(),
     }
