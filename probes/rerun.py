@@ -30,6 +30,7 @@ import synth
 from probes._version import __version__
 from probes.api import registry
 from probes.api.probe_base import ProbeInputError
+from probes.framework import kernels
 from probes.framework.models import PACKAGE_MODELS, shipped_by_sha256
 from probes.framework.options import RunOptions
 from probes.framework.provenance import machine
@@ -81,12 +82,15 @@ def rerun(
     progress=None,
     allow_file_probes: bool = False,
     plot: Callable[[Path, dict], str | None] | None = None,
+    kernels_mode: str | None = None,
 ) -> dict:
     """Repeat the run of `run_dir` (a `probe run` or a `probe diagnose` directory) and compare.
     Raises ProbeInputError (one line) for a directory that cannot be repeated. A run.json that
     names a probe file (`path/to/file.py:Class`) is refused unless `allow_file_probes`: importing
     it runs its code, and a run directory may come from anyone. `plot`: a rerun diagnose's
-    figure, as `diagnose` takes it."""
+    figure, as `diagnose` takes it. `kernels_mode`: compute with these kernels instead of the
+    recorded ones (the process must have them: `probe rerun --kernels` restarts into them), to
+    see what they change or to record a run again under them."""
 
     out = RunOptions.out if out is None else out  # never run.json's: it may come from anyone
     record, original = load_run(run_dir)
@@ -102,6 +106,7 @@ def rerun(
         kwargs = dict(record["options"])
         kwargs.update(_recorded_cache(record))
         kwargs["out"] = out
+        kwargs["kernels"] = kernels_mode or kwargs.get("kernels")
         if "models" in kwargs:  # `probe diagnose --models`: run.json's `models` are their infos
             models = _local_models(kwargs.pop("models"), {"group": record.get("models")})
             new = diagnose_models(models, progress=progress, argv=argv, plot=plot, **kwargs)
@@ -123,6 +128,7 @@ def rerun(
                 "(and runs its code) only with --allow-file-probes"
             )
         kwargs["out"] = out
+        kwargs["kernels"] = kernels_mode or kwargs.get("kernels")
         summary = run(spec, progress=progress, argv=argv, **kwargs)
         new = summary.to_dict()
         passed = summary.passed
@@ -143,8 +149,14 @@ def rerun(
         "tolerance": TOLERANCE,
         "differences": differences,
         "notes": _notes(record, original, new)
-        + _cpu(record, new_machine=machine(), differs=bool(differences))
+        + _cpu(
+            record,
+            new_machine=machine(),
+            kernels_now=kernels.in_effect(),
+            differs=bool(differences),
+        )
         + _mapped(record, kwargs)
+        + _other_kernels(record, kernels_mode)
         + _added(added),
         "passed": match != "differ" and passed,
     }
@@ -226,11 +238,15 @@ def _added(paths: list[str]) -> list[str]:
     ]
 
 
-def _cpu(record: dict, new_machine: dict, differs: bool) -> list[str]:
-    """A CPU run's last bits are its CPU's: float kernels take other paths (vector width, the
-    BLAS's code path) on another CPU. Say so when the CPUs differ, or when a difference meets a
-    record that does not name its CPU."""
+def _cpu(record: dict, new_machine: dict, kernels_now: str, differs: bool) -> list[str]:
+    """A CPU run on native kernels has its CPU's last bits: float kernels take other paths
+    (vector width, the BLAS's code path) on another CPU. Say so when the CPUs differ, or when a
+    difference meets a record that does not name its CPU. Portable kernels on both sides take
+    the same path on any x86-64 CPU (probes/framework/kernels.py): nothing to say."""
     if record.get("device") not in (None, "cpu"):
+        return []
+    was = (record.get("options") or {}).get("kernels") or "native"
+    if was == "portable" and kernels_now == "portable":
         return []
     was = record.get("machine") or {}
     old = (was.get("cpu"), was.get("cpu_kernels"))
@@ -240,14 +256,24 @@ def _cpu(record: dict, new_machine: dict, differs: bool) -> list[str]:
             return []
         return [
             "the original does not record its CPU: a run on another CPU may differ in the last "
-            f"bits (this one: {now[0] or 'unknown'}, kernels {now[1] or 'unknown'})"
+            f"bits (this one: {now[0] or 'unknown'}, kernels {now[1] or 'unknown'}); runs "
+            "recorded with --kernels portable repeat bit for bit on any x86-64 CPU"
         ]
     if old == now:
         return []
     return [
         f"recorded on another CPU ({old[0]}, kernels {old[1] or 'unknown'}; here {now[0] or 'unknown'}, "
-        f"kernels {now[1] or 'unknown'}): float kernels take other paths, so the last bits may differ"
+        f"kernels {now[1] or 'unknown'}): native float kernels take other paths, so the last bits "
+        "may differ; runs recorded with --kernels portable repeat bit for bit on any x86-64 CPU"
     ]
+
+
+def _other_kernels(record: dict, kernels_mode: str | None) -> list[str]:
+    """The note of a rerun told to compute with other kernels than the run recorded."""
+    was = (record.get("options") or {}).get("kernels") or "native"
+    if kernels_mode is None or kernels_mode == was:
+        return []
+    return [f"rerun with {kernels_mode} kernels (--kernels); the original ran {was} ones"]
 
 
 def _notes(record: dict, original: dict, new: dict) -> list[str]:

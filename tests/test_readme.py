@@ -180,7 +180,10 @@ def parse(args: list[str], mention: bool = False) -> None:
     with contextlib.redirect_stdout(io.StringIO()):  # a --help in the docs prints its page
         try:
             while isinstance(cmd, click.Group) and args and not args[0].startswith("-"):
-                ctx = click.Context(cmd, info_name=name, parent=ctx)
+                # with the group's own settings: click caches a command's help option from the
+                # first context it sees, and a bare one would leave `probe` without -h for
+                # every later test
+                ctx = click.Context(cmd, info_name=name, parent=ctx, **cmd.context_settings)
                 name, cmd, args = cmd.resolve_command(ctx, args)
             if mention and isinstance(cmd, click.Group) and not args:
                 return

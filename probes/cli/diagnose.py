@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from probes.cli.errors import BadInput, emit
+from probes.cli.restart import kernels_for
 from probes.framework.options import RunOptions, output_options
 from probes.suite.plan import OPTIONS
 
@@ -96,6 +97,8 @@ def diagnose_command(
     values["haystack"] = list(values["haystack"]) or None
     progress = Progress.auto(quiet or as_json)
     values["distance"] = distance
+    if resume is None:  # a resumed run takes its recorded kernels (_resume)
+        values["kernels"] = kernels_for(values.get("kernels"))
     try:
         if resume is not None:
             summary = _resume(resume, values["threads"], progress)
@@ -145,6 +148,7 @@ def _resume(path: str, threads: int | None, progress):
             "--threads may change)"
         )
     values = resumed_options(Path(path))
+    values["kernels"] = kernels_for(values.get("kernels") or "native")  # as it started
     if threads is not None:
         values["threads"] = threads
     skip = values.pop("skip")

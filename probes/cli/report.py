@@ -1,5 +1,4 @@
-"""`probe report RUN_DIR...` (finished runs, one table or side by side) and `probe rerun RUN_DIR`
-(repeat a run from its run.json and compare the numbers)."""
+"""`probe report RUN_DIR...`: finished runs, one table or side by side."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import dataclasses
 import click
 
 from probes.api import registry
-from probes.cli.errors import BadInput, emit
+from probes.cli.errors import BadInput
 
 
 @click.command("report")
@@ -88,56 +87,3 @@ def with_columns(summary: dict) -> dict:
     except (registry.RegistryError, KeyError, AttributeError):
         return summary
     return {**summary, "columns": [dataclasses.asdict(c) for c in columns]}
-
-
-@click.command("rerun")
-@click.argument("run_dir", type=click.Path())
-@click.option(
-    "--out",
-    default=None,
-    metavar="DIR",
-    help="Where the new run goes (never where run.json says: a run directory may come from "
-    "anyone). [default: results]",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-@click.option("--quiet", is_flag=True, help="No progress or logs on stderr.")
-@click.option(
-    "--allow-file-probes",
-    is_flag=True,
-    help="Import the probe file a run.json names (it runs that file's code).",
-)
-def rerun_command(
-    run_dir: str, out: str | None, as_json: bool, quiet: bool, allow_file_probes: bool
-) -> None:
-    """Repeat a run from its run.json and say whether the numbers match (exit 1 if not)."""
-    from probes.api.probe_base import (
-        ProbeInputError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.framework.progress import (
-        Progress,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.framework.results import (
-        RunDirError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.report.suite_plots import (
-        suite_plot,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.rerun import (
-        rerun,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-
-    try:
-        result = rerun(
-            run_dir,
-            out=out,
-            progress=Progress.auto(quiet or as_json),
-            allow_file_probes=allow_file_probes,
-            plot=suite_plot,
-        )
-    except (ProbeInputError, RunDirError) as e:
-        raise BadInput(str(e)) from None
-    from probes.report.tables import (
-        print_rerun,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-
-    emit(result, as_json=as_json, show=print_rerun, passed=result["passed"])

@@ -10,6 +10,7 @@ import click
 
 from probes.api import registry
 from probes.cli.errors import BadInput, emit
+from probes.cli.restart import kernels_for
 from probes.framework.options import OUTPUT_NAMES, RunOptions, output_options
 
 HELP = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -100,6 +101,7 @@ def _run(spec: str, values: dict, *, as_json: bool, quiet: bool) -> None:
         ProcessRank,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
     )
 
+    values["kernels"] = kernels_for(values.get("kernels"))
     try:
         summary = run(spec, progress=Progress.auto(quiet or as_json), argv=list(sys.argv), **values)
     except ProbeInputError as e:

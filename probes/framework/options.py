@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from probes.api.params import argv as params_argv
 from probes.api.params import build, click_options, param
+from probes.framework import kernels
 from probes.limits import MAX_CLAMP_LEN, MAX_MEM, MAX_N, MAX_TGT_LEN, MAX_THREADS, MAX_TOKEN_VIEW
 
 
@@ -126,6 +127,14 @@ class RunOptions:
         help="CPU threads. [default: the cores this process may use, less those other "
         "processes keep busy]",
     )
+    kernels: Literal["portable", "native"] | None = param(
+        None,
+        help="CPU float kernels: portable (every library on the code path any x86-64 CPU runs: "
+        "a rerun on another CPU gives the same bits; ~2.4x slower matrix products) or native "
+        "(each library's fastest path here: another CPU differs in the last bits). Set when "
+        "the process starts (probe restarts itself with them); recorded, and a rerun takes the "
+        "recorded ones. [default: portable on x86-64]",
+    )
     out: str = param(
         "results",
         metavar="DIR",
@@ -230,6 +239,11 @@ class RunOptions:
     def record(self) -> dict[str, Any]:
         """The options as run.json records them (`model` already resolved to names/paths)."""
         return dataclasses.asdict(self)
+
+    def with_kernels_in_effect(self) -> RunOptions:
+        """These options with `kernels` the mode this process computes with (None: whichever it
+        has); KernelsError when it has not the one asked for (probes/framework/kernels.py)."""
+        return dataclasses.replace(self, kernels=kernels.check(self.kernels))
 
     def argv(self) -> list[str]:
         """The command-line options that repeat these (`probe run PROBE` + this)."""

@@ -36,6 +36,7 @@ from probes.api.model import row_bytes
 from probes.api.probe_base import ProbeInputError, ProbeNotApplicable, RunContext
 from probes.framework import provenance, token_strings
 from probes.framework.background_imports import start_background_imports
+from probes.framework.kernels import KernelsError
 from probes.framework.models import ModelCache, model_name, model_sources
 from probes.framework.options import RunOptions
 from probes.framework.progress import Progress
@@ -89,7 +90,8 @@ def prepare(
     shared = set(RunOptions.fields())
     try:
         opts = RunOptions.build({k: v for k, v in values.items() if k in shared})
-    except params_mod.ParamError as e:
+        opts = opts.with_kernels_in_effect()
+    except (params_mod.ParamError, KernelsError) as e:
         raise ProbeInputError(str(e)) from None
     try:
         params = params_mod.build(cls.Params, {k: v for k, v in values.items() if k not in shared})

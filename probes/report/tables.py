@@ -292,6 +292,26 @@ def print_side_by_side(summaries: Sequence[dict], names: Sequence[str], out=None
         c.print(f"#{i + 1}: {name}")
 
 
+RERUN_MATCHES = ("exact", "close", "differ", "refused")
+
+
+def print_reruns(doc: dict, out=None) -> None:
+    """`probe rerun` of several runs: a line per run (match, largest difference, notes), then
+    the reasons of those refused and every note."""
+    c = console(out)
+    for r in doc["reruns"]:
+        worst = r.get("max_abs_diff")
+        size = "" if r["match"] in ("exact", "refused") or worst is None else f" {worst:.3g}"
+        style = {"exact": "green", "close": "yellow"}.get(r["match"], "bold red")
+        c.print(f"[{style}]{r['match']:<7}[/{style}]{size:<10} {r['original']}", soft_wrap=True)
+    for r in doc["reruns"]:
+        for note in ([r["error"]] if "error" in r else []) + r.get("notes", []):
+            c.print(f"{r['original']}: {note}", highlight=False, markup=False, soft_wrap=True)
+    matches = [r["match"] for r in doc["reruns"]]
+    counts = [f"{matches.count(m)} {m}" for m in RERUN_MATCHES if m in matches]
+    c.print(f"{', '.join(counts)} of {len(matches)} runs")
+
+
 def print_rerun(result: dict, out=None) -> None:
     c = console(out)
     c.print(f"original: {result['original']}")

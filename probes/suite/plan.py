@@ -10,6 +10,7 @@ from typing import Any
 
 from probes.api import params as params_mod
 from probes.api import registry
+from probes.framework.kernels import KernelsError
 from probes.framework.options import RunOptions
 from txl.process_rank import ProcessRank
 
@@ -20,7 +21,7 @@ OPTIONS = (
     "model", "mem", "tgt_len", "clamp_len", "same_length", "n", "seed", "device", "dtype",
     "threads", "out", "quick", "language", "haystack", "haystack_documents", "tokenizer",
     "opening_token",
-    "cache",
+    "cache", "kernels",
 )  # fmt: skip
 
 
@@ -69,8 +70,8 @@ def check_options(skip, values: dict[str, Any]):
     if extra:
         raise ProbeInputError(f"diagnose takes no option {extra[0]!r}; its options: {OPTIONS}")
     try:
-        opts = RunOptions.build(values)
-    except params_mod.ParamError as e:
+        opts = RunOptions.build(values).with_kernels_in_effect()
+    except (params_mod.ParamError, KernelsError) as e:
         raise ProbeInputError(str(e)) from None
     try:
         check_writable(Path(opts.out))

@@ -1,0 +1,169 @@
+"""`probe rerun RUN_DIR...`: repeat runs from their run.json and say whether the numbers match
+(probes/rerun.py compares them).
+
+One run directory reruns in this process, restarted first with the float kernels the run was
+recorded with (probes/cli/restart.py). A directory without run.json stands for every run
+directory beneath it (`probe rerun results/curated/*/`), and several runs each rerun in a
+`probe rerun RUN_DIR --json` process of their own, since each takes its own recorded kernels;
+the command then prints one line per run and exits 1 when any differs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from probes.cli.errors import EXIT_CHECK, EXIT_OK, BadInput, emit
+from probes.cli.restart import kernels_for
+
+RECORD = "run.json"
+
+
+@click.command("rerun")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(), metavar="RUN_DIR...")
+@click.option(
+    "--out",
+    default=None,
+    metavar="DIR",
+    help="Where the new runs go (never where run.json says: a run directory may come from "
+    "anyone). [default: results]",
+)
+@click.option(
+    "--kernels",
+    type=click.Choice(["portable", "native"]),
+    default=None,
+    help="Compute with these CPU float kernels instead of the recorded ones: what they change, "
+    "or a run recorded again under them. [default: the recorded ones]",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option("--quiet", is_flag=True, help="No progress or logs on stderr.")
+@click.option(
+    "--allow-file-probes",
+    is_flag=True,
+    help="Import the probe file a run.json names (it runs that file's code).",
+)
+def rerun_command(
+    paths: tuple[str, ...],
+    out: str | None,
+    kernels: str | None,
+    as_json: bool,
+    quiet: bool,
+    allow_file_probes: bool,
+) -> None:
+    """Repeat runs from their run.json and say whether the numbers match (exit 1 if any do
+    not). A directory without run.json stands for every run directory beneath it."""
+    runs = run_directories(paths)
+    if len(runs) == 1:
+        _rerun_here(runs[0], out, kernels, as_json, quiet, allow_file_probes)
+        return
+    flags = [*(["--out", out] if out is not None else []), "--json", "--quiet"]
+    flags += ["--kernels", kernels] if kernels is not None else []
+    flags += ["--allow-file-probes"] if allow_file_probes else []
+    results = []
+    for i, run in enumerate(runs, 1):
+        if not (quiet or as_json) and sys.stderr.isatty():
+            click.echo(f"rerun {i}/{len(runs)}: {run}", err=True)
+        results.append(_rerun_apart(run, flags))
+    from probes.report.tables import (
+        print_reruns,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    )
+
+    doc = {"reruns": results, "passed": all(r["passed"] for r in results)}
+    emit(doc, as_json=as_json, show=print_reruns, passed=doc["passed"])
+
+
+def run_directories(paths: tuple[str, ...]) -> list[Path]:
+    """The run directories `paths` name: each one with a run.json, or every run directory
+    beneath one without (not descending into a run directory: a diagnose run's sub-runs are
+    its own; symbolic links are not followed). BadInput for a path with neither."""
+    found: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        if (path / RECORD).exists() or (path / RECORD).is_symlink() or not path.is_dir():
+            found.append(path)  # load_run says what is wrong with a bad one
+            continue
+        beneath = []
+        for top, dirs, files in os.walk(path):
+            if RECORD in files:
+                beneath.append(Path(top))
+                dirs.clear()
+            dirs.sort()
+        if not beneath:
+            raise BadInput(
+                f"{given!r} holds no run directory (a directory with a run.json); give one "
+                "that `probe run` or `probe diagnose` wrote, or a directory above such"
+            )
+        found += sorted(beneath)
+    return found
+
+
+def _rerun_here(
+    run_dir: Path,
+    out: str | None,
+    kernels: str | None,
+    as_json: bool,
+    quiet: bool,
+    allow_file_probes: bool,
+) -> None:
+    """One rerun in this process, under the kernels the run recorded (or `kernels`)."""
+    from probes.api.probe_base import (
+        ProbeInputError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    )
+    from probes.framework.progress import (
+        Progress,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    )
+    from probes.framework.results import (  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+        RunDirError,
+        load_run,
+    )
+
+    try:
+        record, _ = load_run(run_dir)
+    except RunDirError as e:
+        raise BadInput(str(e)) from None
+    options = record.get("options")
+    # a run recorded before the choice existed computed with each library's native kernels
+    recorded = options.get("kernels") if isinstance(options, dict) else None
+    kernels_for(kernels or (recorded if recorded in ("portable", "native") else "native"))
+
+    from probes.report.suite_plots import (
+        suite_plot,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    )
+    from probes.report.tables import (
+        print_rerun,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    )
+    from probes.rerun import (
+        rerun,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    )
+
+    try:
+        result = rerun(
+            run_dir,
+            out=out,
+            progress=Progress.auto(quiet or as_json),
+            allow_file_probes=allow_file_probes,
+            plot=suite_plot,
+            kernels_mode=kernels,
+        )
+    except (ProbeInputError, RunDirError) as e:
+        raise BadInput(str(e)) from None
+    emit(result, as_json=as_json, show=print_rerun, passed=result["passed"])
+
+
+def _rerun_apart(run_dir: Path, flags: list[str]) -> dict:
+    """One rerun in a `probe rerun RUN_DIR --json` process of its own: its result, or for a
+    directory it refused, the one-line reason as `error` (match "refused")."""
+    argv = [sys.executable, "-m", "probes.cli", "rerun", str(run_dir), *flags]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode in (EXIT_OK, EXIT_CHECK):
+        try:
+            return json.loads(done.stdout)
+        except json.JSONDecodeError:
+            pass
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    reason = lines[-1] if lines else f"exit {done.returncode}"
+    return {"original": str(run_dir), "match": "refused", "error": reason, "passed": False}
