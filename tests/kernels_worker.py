@@ -1,8 +1,9 @@
-"""One process of tests/test_kernels_other_cpus.py, run natively or under an emulated CPU: the
-fact-swap probe on each model given, and a digest of every number it wrote (the per-token NLL
-arrays, every number and string of summary.json but timings and paths, the samples).
+"""One process of tests/test_kernels_other_cpus.py and tests/test_kernels.py, run natively or
+under an emulated CPU: the fact-swap probe on each model given at THREADS threads, and a digest
+of every number it wrote (the per-token NLL arrays, every number and string of summary.json but
+timings and paths, the samples).
 
-    python tests/kernels_worker.py OUT MODEL... -> one JSON line: {model: digest, "kernels": …}
+    python tests/kernels_worker.py OUT THREADS MODEL... -> one JSON line: {model: digest, …}
 """
 
 from __future__ import annotations
@@ -40,11 +41,11 @@ def digest(run_dir: Path) -> str:
 
 
 def main() -> None:
-    out, models = sys.argv[1], sys.argv[2:]
+    out, threads, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     result = {"kernels": kernels.in_effect(), "cpu_kernels": None}
     for i, model in enumerate(models):
         summary = run(
-            "fact-swap", model=model, distance="8-14,30-40", n=3, threads=1, out=f"{out}/{i}",
+            "fact-swap", model=model, distance="8-14,30-40", n=3, threads=threads, out=f"{out}/{i}",
             progress=False,
         )  # fmt: skip
         result[model] = digest(Path(summary.run_dir))

@@ -109,6 +109,32 @@ def test_a_rerun_takes_the_kernels_its_run_recorded_unless_told_otherwise(model,
     assert "rerun with portable kernels (--kernels); the original ran native ones" in doc["notes"]
 
 
+@x86_64
+def test_a_rerun_computes_at_the_thread_count_its_run_recorded(tmp_path):
+    """MKL's threaded products split some shapes by the thread count (a Llama's projections of
+    300 tokens do, at 1 and 4 threads, portable kernels or not), so a run records the count it
+    computed with — the default one too, which depends on the machine's idle cores — and its
+    rerun computes with it whatever the rerunning shell or machine would choose."""
+    pytest.importorskip("transformers")
+    from probes.testing import tiny_transformers
+
+    llama = f"hf:{tiny_transformers(tmp_path / 'llama', 'llama')}"
+    shell = {**kernels.native_environment(), "OMP_NUM_THREADS": "1"}
+    r = probe("run", "fact-swap", "--model", llama, "--distance", "8-14,200-280", "--n", "2",
+              "--threads", "2", "--out", str(tmp_path / "o"), "--json", "--quiet", env=shell)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    run_dir = json.loads(r.stdout)["run_dir"]
+    record = json.loads((Path(run_dir) / "run.json").read_text())
+    assert record["threads"] == 2
+    record["options"]["threads"] = None  # as a run at the default count records it
+    (Path(run_dir) / "run.json").write_text(json.dumps(record))
+    r = probe("rerun", run_dir, "--out", str(tmp_path / "again"), "--json", "--quiet", env=shell)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["match"] == "exact", doc["differences"][:3]
+    assert json.loads((Path(doc["rerun"]) / "run.json").read_text())["threads"] == 2
+
+
 def test_a_mode_this_process_lacks_is_refused_in_one_line(model, tmp_path):
     """Inside another Python process (this test's) nothing restarts: an explicit mode it lacks
     is refused before anything is written, from Python and from the CLI alike."""

@@ -1,5 +1,5 @@
-"""Portable kernels give the same bits on other x86-64 CPUs: the same probe runs, natively and
-under qemu-user emulating an Intel Nehalem (SSE4.2: no AVX, no FMA), an Intel Haswell (AVX2,
+"""Portable kernels give the same bits on other x86-64 CPUs: the same probe runs at 2 threads,
+natively and under qemu-user emulating an Intel Nehalem (SSE4.2: no AVX, no FMA), an Intel Haswell (AVX2,
 FMA) and an AMD EPYC Rome, write identical numbers — every per-token NLL, every statistic, on a
 Transformer-XL and on a transformers Llama. Native kernels on the emulated Nehalem must differ
 from this machine's whenever this machine has vector kernels beyond it: the check can fail.
@@ -50,7 +50,7 @@ def worker(models, out: Path, env: dict, cpu: str | None) -> dict:
     environment is the process's from its start: `probe` would restart itself for its kernels,
     and an exec'd process leaves qemu-user, so the worker is given them."""
     env = {**env, "OMP_NUM_THREADS": "1"}
-    argv = [sys.executable, str(WORKER), str(out), *models]
+    argv = [sys.executable, str(WORKER), str(out), "2", *models]
     if cpu is not None:
         argv = [QEMU, "-cpu", cpu, *argv]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1500)

@@ -102,3 +102,16 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+def default_threads() -> int:
+    """The cores this process may use, less those other processes keep busy (the 1-minute load
+    average, rounded down): oversubscribed OpenMP threads spin against each other, and on a
+    shared 2-core machine one thread then evaluates 2–3× faster than two. Under torchrun the
+    ranks on this machine share them."""
+    cores = usable_cores()
+    try:
+        busy = int(os.getloadavg()[0])
+    except OSError:  # pragma: no cover - no load average on this platform
+        busy = 0
+    return ProcessRank.from_env().share(max(1, cores - busy))

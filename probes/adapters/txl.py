@@ -37,26 +37,13 @@ from txl.checkpoint import CheckpointError, load_checkpoint
 from txl.evaluator import recompute_nll, stream_nll
 from txl.geometry import Geometry
 from txl.kv_memory import ROOM_SEGMENTS, PositionKeys, resolve_cache
-from txl.process_rank import ProcessRank, usable_cores
+from txl.process_rank import default_threads
 
 FORWARD_BUDGET = 400 * 2**20  # bytes of activations and memory one forward plans for
 # The KV memory on a CPU plans for less: its forwards are then no slower (the main job measured
 # the same at 64, 128 and 400 MiB) while the working set stays within a large last-level cache
 # and the run's peak RSS drops by about 200 MB.
 KV_CPU_BUDGET = 128 * 2**20
-
-
-def default_threads() -> int:
-    """The cores this process may use, less those other processes keep busy (the 1-minute load
-    average, rounded down): oversubscribed OpenMP threads spin against each other, and on a
-    shared 2-core machine one thread then evaluates 2–3× faster than two. Under torchrun the
-    ranks on this machine share them."""
-    cores = usable_cores()
-    try:
-        busy = int(os.getloadavg()[0])
-    except OSError:  # pragma: no cover - no load average on this platform
-        busy = 0
-    return ProcessRank.from_env().share(max(1, cores - busy))
 
 
 @contextmanager

@@ -8,13 +8,14 @@ target, and glibc's double-precision exp, log, pow, sin, … by FMA. A run recor
 repeated on another then differs by ~1e-6, and a statistic near a threshold (a p-value, a sign)
 can move with it.
 
-`portable` pins every one of them to the code path all x86-64 CPUs run (x86-64-v2: SSE4.2), so
-a run repeats bit for bit on any of them at its recorded thread count. Checked by emulating other
-CPUs (tests/test_kernels_other_cpus.py: Intel Nehalem without AVX or FMA, Haswell with AVX2, AMD
-EPYC Rome, against the machine's own). The price is speed on the CPU: about 2.4x slower float32
-matrix products and 2.7x slower element-wise kernels on an AVX-512 EPYC (docs/performance.md);
-what runs on a GPU is not affected. `native` leaves each library its fastest path: a rerun
-on another CPU then differs in the last bits and says so.
+`portable` pins every one of them to a path every x86-64 CPU this runs on has (SSE2 for MKL,
+SSE4.1 for oneDNN, numpy's own x86-64-v2 baseline, glibc's generic libm, ATen's build without
+AVX): a run repeats bit for bit on any of these CPUs at the same thread count, which a run
+records and its rerun takes (MKL's threaded products split some shapes by it). Checked by
+emulating other CPUs at 2 threads (tests/test_kernels_other_cpus.py: Intel Nehalem without AVX
+or FMA, Haswell with AVX2, AMD EPYC Rome, against the machine's own). The price is speed on a CPU with wider vectors
+(docs/performance.md#portable-kernels); what runs on a GPU is not affected. `native` leaves each
+library its fastest path: a rerun on another CPU then differs in the last bits and says so.
 
 Each setting is read once, when its library loads (glibc's when the process starts), so the
 choice belongs to the process, not to a call: `probe` restarts itself with the settings
@@ -35,7 +36,10 @@ GLIBC_HWCAPS = "glibc.cpu.hwcaps=-AVX2,-FMA,-FMA4,-AVX"
 # each library's own switch to its baseline x86-64 path (read when the library loads)
 FIXED = {
     "ATEN_CPU_CAPABILITY": "default",  # torch's kernels: the build without AVX
-    "MKL_CBWR": "COMPATIBLE",  # MKL: its reproducible branch for any x86 CPU and vendor
+    # MKL: the one branch it pins on every vendor (on an AMD CPU it takes any other name, SSE4_2
+    # or AVX2 included, for AUTO: its MKL_VERBOSE says so); its threaded products still split
+    # some shapes by the thread count, hence the recorded count on a rerun
+    "MKL_CBWR": "COMPATIBLE",
     "ONEDNN_MAX_CPU_ISA": "SSE41",  # oneDNN's (mkldnn) primitives
 }
 
