@@ -1,7 +1,7 @@
 """`probe show`: the page is the run's per-token data, read back from the HTML it writes (data
 attributes on the token spans: tests/show_html.py), for a planted model whose effect is known.
 A `probe diagnose` directory's page holds its table and plot and links the page of each of its
-probe runs.
+probe runs; `--save-strings` gives an old run the token strings a newer one records.
 
 The planted model's "context" noise redraws a token's loss whenever what it sees changes, and
 leaves it exactly equal otherwise: with `--token-view` covering the texts, a token has a nonzero
@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import base64
 import html as html_lib
+import io
 import json
 import re
 import shutil
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -214,6 +216,12 @@ def test_a_long_text_is_shown_around_the_edit_and_the_answer(tmp_path):
         ("out-missing-dir", ["{run}", "--out", "{tmp}/no/such/page.html"], "does not exist"),
         ("out-is-dir", ["{run}", "--out", "{tmp}"], "is a directory"),
         ("diagnose-pair", [str(CURATED / "diagnose-mem640"), "--pair", "0"], "drop --pair"),
+        ("save-without-tokenizer", ["{run}", "--save-strings"], "--tokenizer PATH"),
+        (
+            "save-no-texts",
+            [str(CURATED / "fact-swap-mem128"), "--tokenizer=t", "--save-strings"],
+            "has no texts.npz",
+        ),
         ("no-texts", [str(CURATED / "fact-swap-mem128")], "has no texts.npz"),
         ("no-strings", [str(CURATED / "real/gemma3/fact-position/gem-pos100")], "--tokenizer"),
     ],
@@ -377,3 +385,69 @@ def test_a_diagnose_summary_without_its_table_is_one_line(tmp_path):
     r = probe("show", str(d), cwd=tmp_path)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "`rows`" in r.stderr and not (d / "show.html").exists()
+
+
+# --- --save-strings ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def own_tokenizer_run(tmp_path_factory):
+    """A run on a model with its own tokenizer (a BPE), and its tokenizer.json."""
+    from text_helpers import require_tokenizers, text_checkpoint
+
+    require_tokenizers()
+    root = tmp_path_factory.mktemp("own")
+    model = text_checkpoint(root / "m", mem_len=16, tgt_len=16)
+    s = probes.run("fact-swap", model=str(model), out=root / "out", progress=False, quick=True,
+                   token_view=16)  # fmt: skip
+    return Path(s.run_dir), Path(model) / "tokenizer.json"
+
+
+def npz_members(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(path.read_bytes())) as z:
+        return {n: z.read(n) for n in z.namelist()}
+
+
+def test_save_strings_adds_only_the_strings_and_a_later_show_needs_no_tokenizer(
+    own_tokenizer_run, tmp_path
+):
+    run_dir, tokenizer = own_tokenizer_run
+    with np.load(run_dir / "texts.npz") as z:
+        recorded = {k: z[k] for k in z.files}
+    old = tmp_path / "old"  # a run written before runs recorded their token strings
+    shutil.copytree(run_dir, old, ignore=shutil.ignore_patterns("show.html"))
+    np.savez_compressed(
+        old / "texts.npz", **{k: v for k, v in recorded.items() if "vocab" not in k}
+    )
+    members = npz_members(old / "texts.npz")
+    assert show(str(old)).exit_code == 2  # no strings, no tokenizer
+
+    with_tokenizer = tmp_path / "with.html"
+    r = show(str(old), "--tokenizer", str(tokenizer), "--out", str(with_tokenizer))
+    assert r.exit_code == 0, r.output
+    assert npz_members(old / "texts.npz") == members  # without --save-strings: nothing saved
+
+    before = files_under(old)
+    r = show(str(old), "--tokenizer", str(tokenizer), "--save-strings")
+    assert r.exit_code == 0, r.output
+    assert "saved the strings" in r.stderr
+    now = npz_members(old / "texts.npz")
+    assert {n: now[n] for n in members} == members  # every array it held, byte for byte
+    assert set(now) - set(members) == {"vocab_ids.npy", "vocab_utf8.npy", "vocab_offsets.npy"}
+    with np.load(old / "texts.npz") as z:  # the very arrays the run itself recorded
+        for k in ("vocab_ids", "vocab_utf8", "vocab_offsets"):
+            assert z[k].dtype == recorded[k].dtype and np.array_equal(z[k], recorded[k]), k
+    after = files_under(old)
+    assert set(after) == set(before) | {"show.html"} and not list(old.glob(".*"))
+    assert {k: v for k, v in after.items() if k not in ("texts.npz", "show.html")} == {
+        k: v for k, v in before.items() if k != "texts.npz"
+    }
+
+    def view(html: str):
+        return [(s.pair, s.side, s.position, s.text, s.delta) for s in show_html.spans(html)]
+
+    assert view(page_of(old)) == view(with_tokenizer.read_text())  # now without --tokenizer
+    saved = (old / "texts.npz").read_bytes()
+    r = show(str(old), "--tokenizer", str(tokenizer), "--save-strings")
+    assert r.exit_code == 0 and "already" in r.stderr  # a run that has them is left as it is
+    assert (old / "texts.npz").read_bytes() == saved

@@ -1,18 +1,20 @@
-"""`probe show RUN_DIR [--pair K] [--text] [--out FILE] [--open] [--tokenizer PATH]`: a finished
-run as one self-contained page (RUN_DIR/show.html;
+"""`probe show RUN_DIR [--pair K] [--text] [--out FILE] [--open] [--tokenizer PATH
+[--save-strings]]`: a finished run as one self-contained page (RUN_DIR/show.html;
 probes/report/show_page.py), or one pair in the terminal (`--text`; probes/report/show_text.py).
 
 A `probe diagnose` directory gets its own page (probes/report/show_diagnose.py): its table, its
 plots and an entry per probe run, linking the page of each probe run that is in the directory —
 this command writes those pages too, each as `probe show` on that run would (with the same
---tokenizer), and names why where one cannot be written. `--text` prints its
+--tokenizer and --save-strings), and names why where one cannot be written. `--text` prints its
 table; --pair does not apply.
 
 A paired run's texts need their token strings: texts.npz records them (probes/framework/
 token_strings.py). A run written before it did gets them here when that needs no model: synth
 ids of the default language (run.json's language fingerprint says so), or the tokenizer the run
 read, given with --tokenizer (a tokenizer.json, its directory, or the GGUF file holding it) and
-checked against run.json's sha256. Otherwise the command names what is missing, one line, exit 2,
+checked against run.json's sha256. --save-strings then records them in the run's texts.npz
+(the arrays a newer run writes, added; every other array kept byte for byte), so that the next
+`probe show` needs no tokenizer. Otherwise the command names what is missing, one line, exit 2,
 and writes nothing; every file is written atomically, and nothing outside RUN_DIR and --out.
 """
 
@@ -59,6 +61,13 @@ from probes.cli.errors import BadInput
     help="The tokenizer a run recorded no token strings for read (its tokenizer.json, "
     "directory or GGUF file; checked against run.json's sha256).",
 )
+@click.option(
+    "--save-strings",
+    is_flag=True,
+    help="With --tokenizer: record the token strings it gave in the run's texts.npz (only "
+    "arrays added), so that `probe show` needs no tokenizer next time. A run that records "
+    "them already is left as it is (a note says so).",
+)
 def show_command(
     run_dir: str,
     pair: int | None,
@@ -66,18 +75,25 @@ def show_command(
     out: str | None,
     open_: bool,
     tokenizer: str | None,
+    save_strings: bool,
 ) -> None:
     """A run token by token: its texts shaded by each token's loss delta, as one static page
     (or one pair in the terminal with --text). A `probe diagnose` run: its table, plots and a
     page per probe run."""
     path = Path(run_dir)
+    if save_strings and tokenizer is None:
+        raise BadInput(
+            "--save-strings records the token strings that --tokenizer PATH gives; give the "
+            "tokenizer the run read with --tokenizer PATH"
+        )
     run, summary = _finished_run(path, run_dir)
-    how = How(pair, as_text, tokenizer)
+    how = How(pair, as_text, tokenizer, save_strings)
     if _is_diagnose(run, summary):
         _show_diagnose(path, run, summary, how, out, open_, run_dir)
         return
     target = None if as_text else _target(path, out)
     shown = _prepare(path, run, summary, how, run_dir)
+    _say_saved(shown)
     if as_text:
         from probes.report.show_text import print_pair  # lazy: rich
 
@@ -99,6 +115,7 @@ class How:
     pair: int | None
     as_text: bool
     tokenizer: str | None
+    save_strings: bool
 
 
 @dataclass
@@ -111,6 +128,8 @@ class Shown:
     pairs: list
     strings: dict[int, str] | None
     notes: list[str] = field(default_factory=list)
+    saved: str | None = None  # what --save-strings did (or why it did nothing), one line
+    already: bool = False  # --save-strings: texts.npz recorded the strings already
 
 
 def _is_diagnose(run: dict, summary: dict) -> bool:
@@ -132,8 +151,11 @@ def _finished_run(path: Path, where: str) -> tuple[dict, dict]:
     return run, summary
 
 
-def _prepare(path: Path, run: dict, summary: dict, how: How, where: str) -> Shown:
-    """A probe run read for its page."""
+def _prepare(
+    path: Path, run: dict, summary: dict, how: How, where: str, strict: bool = True
+) -> Shown:
+    """A probe run read for its page (and its strings saved with --save-strings; a run with no
+    texts.npz is refused then, or with `strict` False, a diagnose's probe run, left as it is)."""
     from probes.report import show_run  # lazy: numpy
 
     try:
@@ -143,8 +165,22 @@ def _prepare(path: Path, run: dict, summary: dict, how: How, where: str) -> Show
     except show_run.ShowError as e:
         raise BadInput(str(e)) from None
     shown = Shown(run, summary, arrays, pairs, recorded, notes)
-    if recorded is None and pairs:
+    save = how.save_strings and (strict or arrays.texts is not None)
+    if save:
+        if arrays.texts is None:
+            raise BadInput(
+                f"--save-strings: {where!r} has no texts.npz (runs before texts.npz was "
+                f"written), so no strings to record; `probe rerun {where}` writes a run that has "
+                "them"
+            )
+        if recorded is not None:
+            shown.saved = f"{where}: texts.npz records its token strings already; nothing saved"
+            shown.already = True
+            return shown
+    if recorded is None and (pairs or save):
         shown.strings = _derived(run, arrays, how.tokenizer, where)
+        if save:
+            shown.saved = _save_strings(path, arrays, shown.strings, where)
     return shown
 
 
@@ -154,6 +190,11 @@ def _page(shown: Shown) -> str:
     return show_page.page(
         shown.run, shown.summary, shown.arrays, shown.pairs, shown.strings, shown.notes
     )
+
+
+def _say_saved(shown: Shown) -> None:
+    if shown.saved:
+        click.echo(shown.saved, err=True)
 
 
 def _write(target: Path, html: str, instead: str = "give --out FILE") -> None:
@@ -243,6 +284,27 @@ def _derived(run: dict, arrays, tokenizer: str | None, where: str) -> dict[int, 
     return dict(zip(ids.tolist(), token_strings.synth_strings(lang.vocab, ids), strict=True))
 
 
+def _save_strings(path: Path, arrays, strings: dict[int, str], where: str) -> str:
+    """--save-strings: `strings` into the run's texts.npz (probes/framework/token_strings.py)."""
+    from probes.framework import token_strings  # lazy: numpy
+    from probes.report.show_run import ARRAYS_LIMIT  # lazy: numpy
+    from txl.files import FileRefused  # lazy: kept with its one use
+
+    ids = token_strings.used_ids(arrays.texts)
+    packed = token_strings.pack(ids, [strings[int(i)] for i in ids])
+    file = path / "texts.npz"
+    try:
+        token_strings.add_to_npz(file, packed, ARRAYS_LIMIT)
+    except (FileRefused, ValueError) as e:
+        raise BadInput(f"--save-strings: {e}") from None
+    except OSError as e:
+        raise BadInput(
+            f"--save-strings: cannot write {str(file)!r}: {e.strerror or e}; give a run "
+            "directory you can write to"
+        ) from None
+    return f"{where}: saved the strings of {len(ids):,} token ids in {file}"
+
+
 def _tokenizer(path: str, vocab: dict):
     """The tokenizer at `path` (a tokenizer.json, its directory, or a GGUF file), if it is the
     one run.json names by sha256."""
@@ -295,6 +357,11 @@ def _show_diagnose(
             f"pairs of its own); drop --pair, or give one of its probe runs (e.g. {example})"
         )
     if how.as_text:
+        if how.save_strings:
+            raise BadInput(
+                "--save-strings on a diagnose run records its probe runs' strings as it writes "
+                "their pages; drop --text"
+            )
         from probes.report.suite_table import print_table  # lazy: rich
 
         try:
@@ -352,7 +419,10 @@ def _sub_run_page(sub: Path, how: How, target: Path) -> tuple[str | None, str | 
         run, summary = _finished_run(sub, where)
         if _is_diagnose(run, summary):
             return None, f"{where!r} is a diagnose run, not a probe run"
-        shown = _prepare(sub, run, summary, How(None, False, how.tokenizer), where)
+        each = How(None, False, how.tokenizer, how.save_strings)
+        shown = _prepare(sub, run, summary, each, where, strict=False)
+        if not shown.already:
+            _say_saved(shown)
         page = sub / "show.html"
         _write(page, _page(shown), "give a run directory you can write to")
     except BadInput as e:
