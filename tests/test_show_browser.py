@@ -2,8 +2,8 @@
 name unresolvable, takes a screenshot and dumps the DOM. The page rendered (the screenshot is not
 blank; the legend and the first pair are in the DOM) and asked for nothing beyond its file (no
 request from the page in Chromium's net log; a control page that does ask shows the log would
-tell). `nox -s browser` runs it, installing Debian's `chromium` when it is missing; elsewhere it
-is skipped without a browser."""
+tell); so does a `probe diagnose` page (its table). `nox -s browser` runs it, installing
+Debian's `chromium` when it is missing; elsewhere it is skipped without a browser."""
 
 from __future__ import annotations
 
@@ -105,6 +105,23 @@ def test_no_request_leaves_the_file(page, tmp_path):
     log2 = tmp_path / "net-control.json"
     chromium(control, tmp_path, f"--log-net-log={log2}", "--dump-dom")
     assert page_requests(log2) == ["http://example.invalid/x.png"]  # the log would tell
+
+
+def test_a_diagnose_page_renders_offline(tmp_path):
+    diagnose = Path(__file__).resolve().parents[1] / "results" / "curated" / "diagnose-mem640"
+    page = tmp_path / "diagnose.html"
+    r = CliRunner().invoke(cli, ["show", str(diagnose), "--out", str(page)])
+    assert r.exit_code == 0, r.output
+    shot = tmp_path / "shot.png"
+    log = tmp_path / "net.json"
+    chromium(page, tmp_path, f"--screenshot={shot}", f"--log-net-log={log}")
+    from matplotlib.image import imread
+
+    not_white = (imread(shot)[..., :3] < 0.97).any(axis=-1).mean()
+    assert 0.02 < not_white < 0.9, not_white  # the table and the plot on a white page
+    assert page_requests(log) == []
+    dom = chromium(page, tmp_path, "--dump-dom").stdout
+    assert 'id="diagnose-table"' in dom and "boundary repair" in dom
 
 
 def test_the_screenshot_differs_from_a_blank_page(tmp_path):

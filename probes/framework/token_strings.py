@@ -10,13 +10,23 @@ Only the ids the run used are stored, each with what it reads as in the middle o
 A synth id reads as its word after a space (synth text is its words joined by spaces); a
 tokenizer's id as the tokenizer decodes it after another token (`TextTokenizer.token_strings`),
 leading space and all. probes/report/show_run.py reads them back.
+
+A run written before runs recorded them gets them later (`probe show RUN_DIR --tokenizer PATH
+--save-strings`): `add_to_npz` rewrites its texts.npz atomically with the three arrays added and
+every array it held copied as it was, byte for byte.
 """
 
 from __future__ import annotations
 
+import io
+import zipfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from txl import files
+from txl.io import atomic_write_with
 
 # texts.npz arrays of token ids: paired rows, their contrast answers, long-nll's and
 # context-ablation's texts
@@ -56,3 +66,32 @@ def arrays(texts: dict[str, np.ndarray], setup: Any) -> dict[str, np.ndarray]:
         return pack(ids, tokenizer.token_strings(ids))
     lang = setup.texts.lang
     return pack(ids, synth_strings(lang.vocab, ids)) if lang is not None else {}
+
+
+def add_to_npz(path: Path, new: dict[str, np.ndarray], limit: int) -> None:
+    """Rewrite the .npz at `path` (a regular file within `limit` bytes, packed and unpacked)
+    atomically with `new`'s arrays added as np.savez_compressed writes them; every member it
+    holds is copied with its name, date and bytes. ValueError (one line) for a name it already
+    holds; txl.files.FileRefused or OSError when it cannot be read or written."""
+    raw = files.read_bytes(path, "json", "run arrays", limit=limit)
+    try:
+        zin = zipfile.ZipFile(io.BytesIO(raw))
+    except zipfile.BadZipFile as e:
+        raise ValueError(f"{str(path)!r} is not an .npz file ({e})") from None
+    with zin:
+        members = zin.infolist()
+        if sum(i.file_size for i in members) > limit:
+            raise ValueError(f"{str(path)!r} unpacks to more than {limit:,} bytes")
+        held = [k for k in new if f"{k}.npy" in zin.namelist()]
+        if held:
+            raise ValueError(f"{str(path)!r} already holds {', '.join(held)}")
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "xb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as zout:
+                for info in members:
+                    zout.writestr(info, zin.read(info))
+                for key, arr in new.items():
+                    with zout.open(f"{key}.npy", "w", force_zip64=True) as m:
+                        np.lib.format.write_array(m, np.asanyarray(arr), allow_pickle=False)
+
+        atomic_write_with(path, write)

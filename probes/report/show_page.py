@@ -317,11 +317,16 @@ def page(
     for n in notes:
         body.append(f'<p class="note">{_esc(n)}</p>')
     body.append(plots_html(arrays.path, summary.get("plots") or []))
+    return document(title, body)
+
+
+def document(title: str, body: Sequence[str], style: str = "") -> str:
+    """A page of `body` under the page's head: its CSP, style (plus `style`) and script."""
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{_esc(title)}</title><style>{STYLE}</style></head><body>"
+        f"<title>{_esc(title)}</title><style>{STYLE}{style}</style></head><body>"
         + "".join(body)
         + f"<script>{SCRIPT}</script></body></html>\n"
     )
