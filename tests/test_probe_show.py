@@ -219,18 +219,29 @@ def test_a_long_text_is_shown_around_the_edit_and_the_answer(tmp_path):
         ("save-without-tokenizer", ["{run}", "--save-strings"], "--tokenizer PATH"),
         (
             "save-no-texts",
-            [str(CURATED / "fact-swap-mem128"), "--tokenizer=t", "--save-strings"],
+            ["{textless}", "--tokenizer=t", "--save-strings"],
             "has no texts.npz",
         ),
-        ("no-texts", [str(CURATED / "fact-swap-mem128")], "has no texts.npz"),
-        ("no-strings", [str(CURATED / "real/gemma3/fact-position/gem-pos100")], "--tokenizer"),
+        ("no-texts", ["{textless}"], "has no texts.npz"),
+        ("no-strings", ["{stringless}"], "--tokenizer"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(planted_run, tmp_path, case, args, fragment):
     run_dir, _ = planted_run
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("show.html"))
-    argv = [a.format(run=copy, tmp=tmp_path) for a in args]
+    # a run from before texts.npz, and a real-model run from before its token strings
+    textless = tmp_path / "textless"
+    shutil.copytree(run_dir, textless, ignore=shutil.ignore_patterns("show.html", "texts.npz"))
+    stringless = tmp_path / "stringless"
+    real = CURATED / "real/gemma3/fact-position/gem-pos100"
+    shutil.copytree(real, stringless, ignore=shutil.ignore_patterns("show.html"))
+    with np.load(real / "texts.npz") as texts:
+        kept = {k: texts[k] for k in texts.files if not k.startswith("vocab_")}
+    np.savez(stringless / "texts.npz", **kept)
+    argv = [
+        a.format(run=copy, tmp=tmp_path, textless=textless, stringless=stringless) for a in args
+    ]
     before = sorted(p.name for p in copy.iterdir())
     curated = [Path(a) for a in argv if a.startswith(str(CURATED))]
     r = probe("show", *argv, cwd=tmp_path)

@@ -6,7 +6,7 @@ probe's module is imported only when it is run.
     probe run PROBE [run options] [probe options]         probes/cli/run.py
     probe report RUN_DIR... [--json]                      probes/cli/report.py
     probe rerun RUN_DIR...                                probes/cli/rerun.py
-    probe show RUN_DIR [--pair K] [--text]                probes/cli/show.py
+    probe show RUN_DIR [--pair K] [--text] [--save-strings]   probes/cli/show.py
     probe diagnose ...                                    probes/cli/diagnose.py
     probe synth ...                                       probes/cli/synth.py
     probe train ... / probe train-compare A B             probes/cli/train.py, train_compare.py

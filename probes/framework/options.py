@@ -130,8 +130,9 @@ class RunOptions:
     kernels: Literal["portable", "native"] | None = param(
         None,
         help="CPU float kernels: portable (every library on the code path any x86-64 CPU runs: "
-        "a rerun on another CPU gives the same bits; ~2.4x slower matrix products) or native "
-        "(each library's fastest path here: another CPU differs in the last bits). Set when "
+        "a rerun on another CPU gives the same bits; about twice the wall time on an AVX-512 "
+        "CPU) or native (each library's fastest path here: another CPU differs in the last "
+        "bits). Set when "
         "the process starts (probe restarts itself with them); recorded, and a rerun takes the "
         "recorded ones. [default: portable on x86-64]",
     )
