@@ -54,9 +54,12 @@ def blocks(env: dict) -> tuple[float, float, str]:
 def run(console) -> None:
     from rich.table import Table
 
-    from benchmarks.bench_real import _missing, model_files
-    from probes.framework import kernels
-    from probes.framework.provenance import cpu_model
+    from benchmarks.bench_real import (  # lazy: as every benchmark, loaded when it runs
+        missing_requirement,
+        model_files,
+    )
+    from probes.framework import kernels  # lazy: as every benchmark, loaded when it runs
+    from probes.framework.provenance import cpu_model  # lazy: as every benchmark
 
     if not kernels.is_x86_64():
         console.print("[yellow]skipped kernels: portable kernels pin x86-64 paths[/yellow]")
@@ -83,7 +86,7 @@ def run(console) -> None:
     probe = [sys.executable, "-m", "probes.cli", "run", "fact-swap", "--threads", "1", "--quiet"]
     jobs = {"probe run fact-swap --mem 640 (default model)": [
         "--model", str(DEFAULT_MODEL), "--mem", "640"]}  # fmt: skip
-    files = {} if _missing() else model_files()
+    files = {} if missing_requirement() else model_files()
     if "smollm2" in files:
         n = os.environ.get("BENCH_KERNELS_REAL_N", "4")
         jobs[f"fact-swap on SmolLM2-135M, real text, {n} pairs a bin"] = [

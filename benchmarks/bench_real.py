@@ -66,7 +66,7 @@ def model_files() -> dict[str, Path]:
     return out
 
 
-def _missing() -> str | None:
+def missing_requirement() -> str | None:
     for name in ("transformers", "gguf", "accelerate", "tokenizers"):
         if importlib.util.find_spec(name) is None:
             return f"{name} is not installed (nox -s bench_real installs what this needs)"
@@ -79,7 +79,7 @@ def _missing() -> str | None:
 
 def chosen_models(console, bench: str) -> dict[str, Path]:
     """The installed models BENCH_REAL_MODELS names, or {} after printing why `bench` skips."""
-    missing = _missing()
+    missing = missing_requirement()
     if missing:
         console.print(f"[yellow]skipped {bench}: {missing}[/yellow]")
         return {}
@@ -365,7 +365,7 @@ def new_tables(model: str):
 
 
 def run(console) -> None:
-    missing = _missing()
+    missing = missing_requirement()
     if missing:
         console.print(f"[yellow]skipped real: {missing}[/yellow]")
         return

@@ -246,15 +246,24 @@ def _cpu(record: dict, new_machine: dict, kernels_now: str, differs: bool) -> li
     """A CPU run on native kernels has its CPU's last bits: float kernels take other paths
     (vector width, the BLAS's code path) on another CPU. Say so when the CPUs differ, or when a
     difference meets a record that does not name its CPU. Portable kernels on both sides take
-    the same path on any x86-64 CPU (probes/framework/kernels.py): nothing to say."""
+    the same path on any x86-64 CPU (probes/framework/kernels.py): nothing to say unless the
+    numbers differ all the same, and then both CPUs are named (a path the pins missed)."""
+
     if record.get("device") not in (None, "cpu"):
         return []
-    was = (record.get("options") or {}).get("kernels") or "native"
-    if was == "portable" and kernels_now == "portable":
-        return []
-    was = record.get("machine") or {}
-    old = (was.get("cpu"), was.get("cpu_kernels"))
+    recorded_kernels = (record.get("options") or {}).get("kernels") or "native"
+    portable = recorded_kernels == "portable" and kernels_now == "portable"
+    recorded_machine = record.get("machine") or {}
+    old = (recorded_machine.get("cpu"), recorded_machine.get("cpu_kernels"))
     now = (new_machine.get("cpu"), new_machine.get("cpu_kernels"))
+    if portable:
+        if not differs:
+            return []
+        return [
+            f"portable kernels on both sides, recorded on {old[0] or 'an unnamed CPU'} and rerun "
+            f"on {now[0] or 'an unnamed CPU'}, and still the numbers differ: a code path the "
+            "pins miss (probes/framework/kernels.py)"
+        ]
     if old[0] is None:
         if not differs:
             return []

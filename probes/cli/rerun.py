@@ -77,28 +77,49 @@ def rerun_command(
 
 
 def run_directories(paths: tuple[str, ...]) -> list[Path]:
-    """The run directories `paths` name: each one with a run.json, or every run directory
-    beneath one without (not descending into a run directory: a diagnose run's sub-runs are
-    its own; symbolic links are not followed). BadInput for a path with neither."""
+    """The run directories `paths` name, each once: a directory with a run.json, or every run
+    directory beneath one without (not descending into a run directory: a diagnose run's
+    sub-runs are its own; symbolic links are not followed). Among several paths one that holds
+    no run directory (`results/curated/*/` takes in `paper/`) is passed over with a line on
+    stderr; BadInput for a path that does not exist, a directory that cannot be read, or when
+    no run directory is left."""
     found: list[Path] = []
     for given in paths:
         path = Path(given)
+        if not path.exists() and not path.is_symlink():
+            raise BadInput(f"{given!r} does not exist; give a run directory or one above such")
         if (path / RECORD).exists() or (path / RECORD).is_symlink() or not path.is_dir():
             found.append(path)  # load_run says what is wrong with a bad one
             continue
-        beneath = []
-        for top, dirs, files in os.walk(path):
-            if RECORD in files:
-                beneath.append(Path(top))
-                dirs.clear()
-            dirs.sort()
-        if not beneath:
-            raise BadInput(
-                f"{given!r} holds no run directory (a directory with a run.json); give one "
-                "that `probe run` or `probe diagnose` wrote, or a directory above such"
-            )
-        found += sorted(beneath)
-    return found
+        beneath, links = _beneath(path)
+        if beneath:
+            found += beneath
+            continue
+        why = f"{given!r} holds no run directory (a directory with a run.json)"
+        why += f"; {links} symbolic link(s) not followed" if links else ""
+        if len(paths) == 1:
+            raise BadInput(f"{why}; give one that `probe run` or `probe diagnose` wrote")
+        click.echo(f"passed over: {why}", err=True)
+    if not found:
+        raise BadInput("none of the paths holds a run directory; give one with a run.json")
+    return list(dict.fromkeys(found))
+
+
+def _beneath(path: Path) -> tuple[list[Path], int]:
+    """(the run directories beneath `path`, sorted; how many symbolic links to directories were
+    not followed). BadInput for a directory that cannot be read."""
+
+    def refuse(e: OSError) -> None:
+        raise BadInput(f"{e.filename!r} cannot be read ({e.strerror}); give a readable directory")
+
+    runs, links = [], 0
+    for top, dirs, files in os.walk(path, onerror=refuse):
+        if RECORD in files:
+            runs.append(Path(top))
+            dirs.clear()
+        links += sum((Path(top) / d).is_symlink() for d in dirs)
+        dirs.sort()
+    return sorted(runs), links
 
 
 def _rerun_here(
@@ -156,7 +177,7 @@ def _rerun_here(
 
 def _rerun_apart(run_dir: Path, flags: list[str]) -> dict:
     """One rerun in a `probe rerun RUN_DIR --json` process of its own: its result, or for a
-    directory it refused, the one-line reason as `error` (match "refused")."""
+    directory that process refused, `match` "refused" and its one-line reason as `error`."""
     argv = [sys.executable, "-m", "probes.cli", "rerun", str(run_dir), *flags]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode in (EXIT_OK, EXIT_CHECK):

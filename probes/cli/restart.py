@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from probes.framework import kernels
 
@@ -41,14 +40,7 @@ def kernels_for(requested: str | None) -> str | None:
     env[MARK] = "1"
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *_entry(sys.argv)], env)
+    # the interpreter's own command line, its flags (-u under torchrun, -X, -W) included: the
+    # `probe` script or `-m probes.cli` starts again, and run.json's argv still reads `probe …`
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _entry(argv: list[str]) -> list[str]:
-    """How this command line starts again under the interpreter: `-m probes.cli` for
-    `python -m probes.cli`, else the `probe` script itself (so run.json's argv still reads
-    `probe …`)."""
-    if Path(argv[0]).name == "__main__.py" or not Path(argv[0]).is_file():
-        return ["-m", "probes.cli", *argv[1:]]
-    return list(argv)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 
 MODES = ("portable", "native")
 
@@ -97,10 +98,28 @@ def native_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     return out
 
 
+def start_environment() -> dict[str, str]:
+    """The environment this process started with (Linux: /proc/self/environ), which is what
+    glibc, numpy and torch read: settings put into os.environ later take no effect. Elsewhere
+    os.environ."""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            raw = f.read(1 << 22)  # bounded: the kernel caps an environment far below this
+    except OSError:
+        return dict(os.environ)
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+
+
 def in_effect(env: dict[str, str] | None = None) -> str:
-    """ "portable" when every portable setting is in this process's environment (it started with
-    them: `probe` makes sure of it), else "native"."""
-    env = os.environ if env is None else env
+    """ "portable" when every portable setting was in this process's environment when it started
+    (`probe` makes sure of it) — or is in `env` — and torch, where loaded, took its kernels;
+    else "native"."""
+    if env is None:
+        env = start_environment()
+        torch = sys.modules.get("torch")
+        if torch is not None and str(torch.backends.cpu.get_cpu_capability()) != "DEFAULT":
+            return "native"
     if not is_x86_64():
         return "native"
     if any(env.get(k) != v for k, v in FIXED.items()):
