@@ -14,13 +14,12 @@ probe by name.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probes.report.show_page import document, plots_html
+from probes.report.show_page import command_html, document, esc, plots_html, run_parts
 from probes.report.show_run import ShowError
 from probes.report.suite_table import ci_text, value_text
 
@@ -48,10 +47,6 @@ ROW_COLUMNS = (
 SHOWN_BY_VALUE = ("censored", "significant")
 # What a --models cell shows in its text; its other fields are in its title.
 CELL_SHOWN = ("value", "ci95", "verdict", "detail", *SHOWN_BY_VALUE)
-
-
-def _esc(x: Any) -> str:
-    return html.escape(str(x), quote=True)
 
 
 def is_models(summary: dict) -> bool:
@@ -124,8 +119,8 @@ def _docs(summary: dict) -> dict[str, str]:
 
 
 def _th(key: str, header: str, docs: dict[str, str]) -> str:
-    title = f' title="{_esc(docs[key])}"' if key in docs else ""
-    return f'<th data-key="{_esc(key)}"{title}>{_esc(header)}</th>'
+    title = f' title="{esc(docs[key])}"' if key in docs else ""
+    return f'<th data-key="{esc(key)}"{title}>{esc(header)}</th>'
 
 
 def _text(r: dict, key: str, unit: str) -> str:
@@ -156,17 +151,17 @@ def rows_table(summary: dict) -> str:
     for r in rows:
         unit = str(r.get("unit", ""))
         cells = "".join(
-            f'<td class="e">{_esc(_text(r, k, unit))}<div class="doc">'
-            f"{_esc(r.get('measure', ''))}</div></td>"
+            f'<td class="e">{esc(_text(r, k, unit))}<div class="doc">'
+            f"{esc(r.get('measure', ''))}</div></td>"
             if k == "effect"
             else f'<td class="{"n " if num else ""}{"v" if k == "value" else ""}'
-            f'{" doc" if k == "detail" else ""}">{_esc(_text(r, k, unit))}</td>'
+            f'{" doc" if k == "detail" else ""}">{esc(_text(r, k, unit))}</td>'
             for k, _, num in cols
         )
         sig = ' class="sig"' if r.get("significant") else ""
         body.append(
-            f'<tr{sig} data-effect="{_esc(r.get("effect", ""))}" '
-            f'data-probe="{_esc(r.get("probe", ""))}">{cells}</tr>'
+            f'<tr{sig} data-effect="{esc(r.get("effect", ""))}" '
+            f'data-probe="{esc(r.get("probe", ""))}">{cells}</tr>'
         )
     return f'<table class="diag" id="diagnose-table"><tr>{head}</tr>{"".join(body)}</table>'
 
@@ -178,7 +173,7 @@ def models_table(summary: dict) -> str:
     docs = _docs(summary)
     head = (
         _th("effect", "effect · measure", docs) + _th("probe", "probe", docs)
-        + "".join(f'<th data-model="{_esc(m)}">{_esc(m)}</th>' for m in ids)
+        + "".join(f'<th data-model="{esc(m)}">{esc(m)}</th>' for m in ids)
         + _th("unit", "unit", docs)
     )  # fmt: skip
     body = []
@@ -188,21 +183,21 @@ def models_table(summary: dict) -> str:
         for mid in ids:
             v = e["values"].get(mid)
             if not isinstance(v, dict):
-                cells.append(f'<td class="n" data-model="{_esc(mid)}">—</td>')
+                cells.append(f'<td class="n" data-model="{esc(mid)}">—</td>')
                 continue
             lines = [_text(v, "value", unit), _text(v, "ci95", unit)]
             lines += [str(v["verdict"])] if v.get("verdict") else []
             rest = [f"{k} {_text(v, k, unit)}" for k in v if k not in CELL_SHOWN]
             cells.append(
-                f'<td class="m{" sig" if v.get("significant") else ""}" data-model="{_esc(mid)}" '
-                f'title="{_esc(" · ".join(rest))}">{"<br>".join(map(_esc, lines))}'
-                f'<div class="doc">{_esc(v.get("detail", ""))}</div></td>'
+                f'<td class="m{" sig" if v.get("significant") else ""}" data-model="{esc(mid)}" '
+                f'title="{esc(" · ".join(rest))}">{"<br>".join(map(esc, lines))}'
+                f'<div class="doc">{esc(v.get("detail", ""))}</div></td>'
             )
         body.append(
-            f'<tr data-effect="{_esc(e.get("effect", ""))}" data-probe="{_esc(e.get("probe", ""))}">'
-            f'<td class="e">{_esc(e.get("effect", ""))}<div class="doc">'
-            f"{_esc(e.get('measure', ''))}</div></td><td>{_esc(e.get('probe', ''))}</td>"
-            f"{''.join(cells)}<td>{_esc(unit)}</td></tr>"
+            f'<tr data-effect="{esc(e.get("effect", ""))}" data-probe="{esc(e.get("probe", ""))}">'
+            f'<td class="e">{esc(e.get("effect", ""))}<div class="doc">'
+            f"{esc(e.get('measure', ''))}</div></td><td>{esc(e.get('probe', ''))}</td>"
+            f"{''.join(cells)}<td>{esc(unit)}</td></tr>"
         )
     return f'<table class="diag" id="diagnose-table"><tr>{head}</tr>{"".join(body)}</table>'
 
@@ -250,23 +245,20 @@ def provenance(run: dict, summary: dict, run_dir: Path) -> str:
             f"{_model(summary.get('model'))} · {_geometry(summary.get('geometry'))}"
             + (f" · group: {', '.join(map(str, group))}" if group else "")
         )
-    git = run.get("git") or {}
-    commit = str(git.get("commit") or "")[:10]
     resumed = run.get("resumed_utc") or []
+    git, started, status = run_parts(run)
     parts = [
-        f"git {commit}{' (dirty)' if git.get('dirty') else ''}" if commit else "",
-        f"started {run.get('started_utc')}" if run.get("started_utc") else "",
+        git,
+        started,
         f"resumed {', '.join(map(str, resumed))}" if resumed else "",
         f"{summary.get('elapsed_s')} s" if summary.get("elapsed_s") is not None else "",
-        f"status {run.get('status')}",
+        status,
     ]
     lines.append(" · ".join(p for p in parts if p))
     argv = run.get("argv")
     command = " ".join(map(str, argv)) if isinstance(argv, list) else "probe diagnose"
-    out = "".join(f'<p class="prov">{_esc(line)}</p>' for line in lines)
-    return (
-        out + f'<p class="prov">command: <code>{_esc(command)}</code> · run directory: '
-        f"<code>{_esc(run_dir)}</code></p>"
+    return "".join(f'<p class="prov">{esc(line)}</p>' for line in lines) + command_html(
+        command, run_dir
     )
 
 
@@ -276,17 +268,17 @@ def runs_html(entries: Sequence[SubRun], present: bool) -> str:
         return ""
     items = []
     for s in entries:
-        who = f" ({_esc(s.model)})" if s.model else ""
+        who = f" ({esc(s.model)})" if s.model else ""
         tail = (
-            f' · <a href="{_esc(s.link)}">its page</a>'
+            f' · <a href="{esc(s.link)}">its page</a>'
             if s.link
-            else f' · <span class="reason">{_esc(s.reason)}</span>'
+            else f' · <span class="reason">{esc(s.reason)}</span>'
             if s.reason
             else ""
         )
         items.append(
-            f'<li data-probe="{_esc(s.probe)}" data-model="{_esc(s.model or "")}" '
-            f'data-run="{_esc(s.rel)}"><b>{_esc(s.probe)}</b>{who}: {_esc(s.verdict)}{tail}</li>'
+            f'<li data-probe="{esc(s.probe)}" data-model="{esc(s.model or "")}" '
+            f'data-run="{esc(s.rel)}"><b>{esc(s.probe)}</b>{who}: {esc(s.verdict)}{tail}</li>'
         )
     note = (
         ""
@@ -306,16 +298,16 @@ def page(run: dict, summary: dict, run_dir: Path, entries: Sequence[SubRun], pre
     else:
         title = f"probe diagnose · {(summary.get('model') or {}).get('id')}"
         table = rows_table(summary)
-    body = [f"<h1>{_esc(title)}</h1>", provenance(run, summary, run_dir), table]
+    body = [f"<h1>{esc(title)}</h1>", provenance(run, summary, run_dir), table]
     failed = failed_checks(summary)
     if failed:
-        body.append(f'<p class="failed">checks FAILED: {_esc(", ".join(failed))}</p>')
+        body.append(f'<p class="failed">checks FAILED: {esc(", ".join(failed))}</p>')
     if summary.get("skipped"):
-        body.append(f'<p class="note">skipped: {_esc(", ".join(map(str, summary["skipped"])))}</p>')
+        body.append(f'<p class="note">skipped: {esc(", ".join(map(str, summary["skipped"])))}</p>')
     if summary.get("mem_not_applicable"):
         body.append(
             '<p class="note">--mem does not apply to (a recurrent state, at its own geometry): '
-            f"{_esc(', '.join(map(str, summary['mem_not_applicable'])))}</p>"
+            f"{esc(', '.join(map(str, summary['mem_not_applicable'])))}</p>"
         )
     body.append(plots_html(run_dir, summary.get("plots") or []))
     body.append(runs_html(entries, present))

@@ -72,7 +72,7 @@ if(sel){sel.addEventListener('change',show);show();}
 """
 
 
-def _esc(x: Any) -> str:
+def esc(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
@@ -136,8 +136,8 @@ def token_span(side: Side, p: int, text: str, limit: float, this: str) -> str:
     if reach:
         attrs.append(f'data-r="{reach}"')
     return (
-        f'<span class="{" ".join(cls)}" {" ".join(attrs)}{style} title="{_esc(tip)}">'
-        f"{_esc(text)}</span>"
+        f'<span class="{" ".join(cls)}" {" ".join(attrs)}{style} title="{esc(tip)}">'
+        f"{esc(text)}</span>"
     )
 
 
@@ -177,7 +177,7 @@ def pair_html(p: PairRows, strings: dict[int, str], limit: float, on: bool) -> s
             facts.append(f"{key.replace('_', ' ')} {v:+.3f}" if isinstance(v, float) else
                          f"{key.replace('_', ' ')} {v}")  # fmt: skip
     parts = [f'<div class="pair{" on" if on else ""}" id="pair-{p.pair}" data-pair="{p.pair}">']
-    parts.append(f'<p class="note">{_esc(" · ".join(facts))}</p>')
+    parts.append(f'<p class="note">{esc(" · ".join(facts))}</p>')
     for name, side in (("base", p.base), ("variant", p.variant)):
         body, elided = side_html(side, strings, limit, name)
         note = (
@@ -186,7 +186,7 @@ def pair_html(p: PairRows, strings: dict[int, str], limit: float, on: bool) -> s
             if elided
             else f" ({len(side.ids):,} tokens)"
         )
-        parts.append(f"<h3>{name}{_esc(note)}</h3>")
+        parts.append(f"<h3>{name}{esc(note)}</h3>")
         parts.append(f'<div class="text" data-side="{name}">{body}</div>')
     parts.append("</div>")
     return "".join(parts)
@@ -197,10 +197,10 @@ def bins_html(summary: dict) -> str:
     cols = [c for c in declared_columns(summary) if any(c.key in b for b in bins)]
     if not cols:
         return ""
-    head = "".join(f"<th>{_esc(c.header)}</th>" for c in cols)
+    head = "".join(f"<th>{esc(c.header)}</th>" for c in cols)
     rows = []
     for b in bins:
-        cells = "".join(f"<td>{_esc(FORMATS[c.format](b, c.key))}</td>" for c in cols)
+        cells = "".join(f"<td>{esc(FORMATS[c.format](b, c.key))}</td>" for c in cols)
         rows.append(f"<tr{' class=sig' if b.get('significant') else ''}>{cells}</tr>")
     return f'<table class="bins"><tr>{head}</tr>{"".join(rows)}</table>'
 
@@ -215,7 +215,7 @@ def plots_html(run_dir: Path, names: Sequence[str]) -> str:
             continue  # a plot that is gone or unreadable is left out, not fatal
         if data.startswith(b"\x89PNG\r\n\x1a\n"):
             src = base64.b64encode(data).decode("ascii")
-            imgs.append(f'<img alt="{_esc(file.name)}" src="data:image/png;base64,{src}">')
+            imgs.append(f'<img alt="{esc(file.name)}" src="data:image/png;base64,{src}">')
     return f'<div class="plots">{"".join(imgs)}</div>' if imgs else ""
 
 
@@ -248,29 +248,42 @@ def sweep_svg(contexts: list[int], curves: dict[int, list[float]], what: str) ->
         for i, c in enumerate(contexts)
     )
     return (
-        f'<svg width="{w}" height="{h}" role="img" aria-label="{_esc(what)} by context length">'
+        f'<svg width="{w}" height="{h}" role="img" aria-label="{esc(what)} by context length">'
         f'<rect x="{pad}" y="{pad}" width="{w - 2 * pad}" height="{h - 2 * pad}" fill="none" '
         f'stroke="#ccc"/>{"".join(lines)}{ticks}'
-        f'<text x="{pad}" y="{pad - 8}">{_esc(what)}: {lo:.2f} – {hi:.2f} nats</text>'
+        f'<text x="{pad}" y="{pad - 8}">{esc(what)}: {lo:.2f} – {hi:.2f} nats</text>'
         f'<text x="{w - pad}" y="{h - 8}" text-anchor="end">context length (tokens)</text></svg>'
     )
 
 
-def provenance(run: dict, summary: dict, run_dir: Path) -> str:
+def run_parts(run: dict) -> tuple[str, str, str]:
+    """run.json's git commit, start and status as a provenance line names them ("" if absent)."""
     git = run.get("git") or {}
     commit = str(git.get("commit") or "")[:10]
-    parts = [
-        geometry_line(summary),
-        f"probe {summary.get('probe')} v{summary.get('version')}",
+    return (
         f"git {commit}{' (dirty)' if git.get('dirty') else ''}" if commit else "",
         f"started {run.get('started_utc')}" if run.get("started_utc") else "",
         f"status {run.get('status')}",
+    )
+
+
+def command_html(command: str, run_dir: Path) -> str:
+    """The provenance line with the command that repeats a run and where the run lies."""
+    return (
+        f'<p class="prov">command: <code>{esc(command)}</code> · run directory: '
+        f"<code>{esc(run_dir)}</code></p>"
+    )
+
+
+def provenance(run: dict, summary: dict, run_dir: Path) -> str:
+    parts = [
+        geometry_line(summary),
+        f"probe {summary.get('probe')} v{summary.get('version')}",
+        *run_parts(run),
     ]
     command = " ".join(str(a) for a in run.get("command") or [])
-    return (
-        f'<p class="prov">{_esc(" · ".join(p for p in parts if p))}</p>'
-        f'<p class="prov">command: <code>{_esc(command)}</code> · run directory: '
-        f"<code>{_esc(run_dir)}</code></p>"
+    return f'<p class="prov">{esc(" · ".join(p for p in parts if p))}</p>' + command_html(
+        command, run_dir
     )
 
 
@@ -284,8 +297,8 @@ def page(
 ) -> str:
     """The whole page (module docstring)."""
     title = f"{summary.get('probe')} · {(summary.get('model') or {}).get('id')}"
-    body = [f"<h1>{_esc(title)}</h1>", provenance(run, summary, arrays.path)]
-    body.append(f'<p class="verdict">{_esc(summary.get("verdict", ""))}</p>')
+    body = [f"<h1>{esc(title)}</h1>", provenance(run, summary, arrays.path)]
+    body.append(f'<p class="verdict">{esc(summary.get("verdict", ""))}</p>')
     body.append(bins_html(summary))
     if arrays.kind == "sweep":
         contexts, curves, what = show_run.sweep_curves(arrays)
@@ -315,7 +328,7 @@ def page(
         body.append(legend(limit))
         body += [pair_html(p, strings or {}, limit, i == 0) for i, p in enumerate(pairs)]
     for n in notes:
-        body.append(f'<p class="note">{_esc(n)}</p>')
+        body.append(f'<p class="note">{esc(n)}</p>')
     body.append(plots_html(arrays.path, summary.get("plots") or []))
     return document(title, body)
 
@@ -326,7 +339,7 @@ def document(title: str, body: Sequence[str], style: str = "") -> str:
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{_esc(title)}</title><style>{STYLE}{style}</style></head><body>"
+        f"<title>{esc(title)}</title><style>{STYLE}{style}</style></head><body>"
         + "".join(body)
         + f"<script>{SCRIPT}</script></body></html>\n"
     )
