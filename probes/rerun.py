@@ -168,8 +168,8 @@ def rerun_options(run_json: dict) -> tuple[str, dict[str, Any]]:
     kwargs = dict(run_json["options"])
     kwargs["model"] = _local_models(kwargs.get("model"), run_json)
     if kwargs.get("threads") is None and isinstance(run_json.get("threads"), int):
-        # the count it computed with: a product's last bits may depend on it (MKL's threaded
-        # products split some shapes by it), and the default is this machine's
+        # a run recorded before options held the resolved count: the count it computed with
+        # (a product's last bits may depend on it; the default is this machine's)
         kwargs["threads"] = run_json["threads"]
     kwargs.update(_recorded_cache(run_json))
     kwargs.update(run_json["params"])

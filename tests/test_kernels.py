@@ -116,12 +116,28 @@ def test_a_rerun_takes_the_kernels_its_run_recorded_unless_told_otherwise(model,
     assert "rerun with portable kernels (--kernels); the original ran native ones" in doc["notes"]
 
 
+def test_a_run_at_the_default_thread_count_records_the_count_it_computed_with(model, tmp_path):
+    """The default count depends on the machine and its load: a run resolves it once, into
+    the options run.json records and the command that repeats the run."""
+    from txl.process_rank import usable_cores
+
+    r = CliRunner().invoke(cli, ["run", "fact-swap", "--model", model, "--out", str(tmp_path),
+                                 *[a for a in SMALL if a not in ("--threads", "1")]])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    record = recorded(r.stdout)
+    count = record["options"]["threads"]
+    assert isinstance(count, int) and 1 <= count <= usable_cores()
+    assert record["threads"] == count
+    assert record["command"][record["command"].index("--threads") + 1] == str(count)
+
+
 @x86_64
 def test_a_rerun_computes_at_the_thread_count_its_run_recorded(tmp_path):
     """MKL's threaded products split some shapes by the thread count (a Llama's projections of
     300 tokens do, at 1 and 4 threads, portable kernels or not), so a run records the count it
-    computed with — the default one too, which depends on the machine's idle cores — and its
-    rerun computes with it whatever the rerunning shell or machine would choose."""
+    computed with and its rerun computes with it whatever the rerunning shell or machine would
+    choose — also a run recorded before the options held the default count resolved (its
+    count only at run.json's top level)."""
     pytest.importorskip("transformers")
     from probes.testing import tiny_transformers
 
@@ -133,7 +149,7 @@ def test_a_rerun_computes_at_the_thread_count_its_run_recorded(tmp_path):
     run_dir = json.loads(r.stdout)["run_dir"]
     record = json.loads((Path(run_dir) / "run.json").read_text())
     assert record["threads"] == 2
-    record["options"]["threads"] = None  # as a run at the default count records it
+    record["options"]["threads"] = None  # as a run at the default count recorded it before
     (Path(run_dir) / "run.json").write_text(json.dumps(record))
     r = probe("rerun", run_dir, "--out", str(tmp_path / "again"), "--json", "--quiet", env=shell)
     assert r.returncode == 0, r.stderr

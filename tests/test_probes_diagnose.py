@@ -214,7 +214,8 @@ def test_a_resumed_diagnose_keeps_the_probe_runs_it_finished_and_ends_as_a_whole
     models, tmp_path, monkeypatch
 ):
     """Interrupted at its third probe, then resumed: the first two runs are read back (not run
-    again), the rest run, and the table equals an uninterrupted diagnose's number for number."""
+    again), the rest run at the thread count the first ones recorded (another is refused), and
+    the table equals an uninterrupted diagnose's number for number."""
     from probes.framework import runner
 
     whole = json.loads(invoke("diagnose", "--model", models["m"], "--quick", "--out",
@@ -237,10 +238,15 @@ def test_a_resumed_diagnose_keeps_the_probe_runs_it_finished_and_ends_as_a_whole
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
     first_two = executed[:2]
 
+    recorded = json.loads((run_dir / "run.json").read_text())["options"]["threads"]
+    other = invoke("diagnose", "--resume", run_dir, "--threads", recorded + 1)
+    assert other.exit_code == 2 and "drop --threads" in other.stderr  # one count per run
+    assert len(other.stderr.strip().splitlines()) == 1
+
     executed.clear()
     monkeypatch.setattr(runner, "execute", lambda plan, **kw: executed.append(plan.cls.name)
                         or real(plan, **kw))  # fmt: skip
-    r = invoke("diagnose", "--resume", run_dir, "--json")
+    r = invoke("diagnose", "--resume", run_dir, "--threads", recorded, "--json")
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     assert not set(first_two) & set(executed) and len(executed) == len(whole["runs"]) - 2

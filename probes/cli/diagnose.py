@@ -45,7 +45,8 @@ from probes.suite.plan import OPTIONS
     default=None,
     metavar="RUN_DIR",
     help="Finish an interrupted diagnose run directory with the options it recorded: the probe "
-    "runs it finished are kept, the others run again. Takes no other option but --threads.",
+    "runs it finished are kept, the others run again, at the thread count it recorded. Takes "
+    "no other option (--threads only where the run recorded no count).",
 )
 def diagnose_command(
     as_json: bool,
@@ -144,12 +145,19 @@ def _resume(path: str, threads: int | None, progress):
     ]
     if given:
         raise ProbeInputError(
-            f"--resume takes the options recorded in its run.json; drop {given[0]} (only "
-            "--threads may change)"
+            f"--resume takes the options recorded in its run.json; drop {given[0]}"
         )
     values = resumed_options(Path(path))
+    recorded = values.get("threads")
+    if threads is not None and recorded is not None and threads != recorded:
+        # every probe of one run computes at one count: run.json records one, and a product's
+        # last bits may depend on it (a rerun would not repeat the probes resumed at another)
+        raise ProbeInputError(
+            f"--threads {threads}: this run computed with {recorded} thread"
+            f"{'s' if recorded != 1 else ''} and its remaining probes must too; drop --threads"
+        )
     values["kernels"] = kernels_for(values.get("kernels") or "native")  # as it started
-    if threads is not None:
+    if recorded is None:  # recorded before diagnose resolved its count: the one given, or ours
         values["threads"] = threads
     skip = values.pop("skip")
     return diagnose(

@@ -22,6 +22,7 @@ from probes.api.params import argv as params_argv
 from probes.api.params import build, click_options, param
 from probes.framework import kernels
 from probes.limits import MAX_CLAMP_LEN, MAX_MEM, MAX_N, MAX_TGT_LEN, MAX_THREADS, MAX_TOKEN_VIEW
+from txl.process_rank import default_threads
 
 
 def _empty_out() -> None:
@@ -241,10 +242,13 @@ class RunOptions:
         """The options as run.json records them (`model` already resolved to names/paths)."""
         return dataclasses.asdict(self)
 
-    def with_kernels_in_effect(self) -> RunOptions:
-        """These options with `kernels` the mode this process computes with (None: whichever it
-        has); KernelsError when it has not the one asked for (probes/framework/kernels.py)."""
-        return dataclasses.replace(self, kernels=kernels.check(self.kernels))
+    def as_computed(self) -> RunOptions:
+        """These options as this process computes them, resolved once so that run.json and its
+        command record them: `kernels` the mode in effect (KernelsError when it has not the one
+        asked for; probes/framework/kernels.py) and `threads` a count (the default is this
+        machine's and its load's, and a product's last bits may depend on it)."""
+        threads = self.threads if self.threads is not None else default_threads()
+        return dataclasses.replace(self, kernels=kernels.check(self.kernels), threads=threads)
 
     def argv(self) -> list[str]:
         """The command-line options that repeat these (`probe run PROBE` + this)."""

@@ -90,7 +90,7 @@ def prepare(
     shared = set(RunOptions.fields())
     try:
         opts = RunOptions.build({k: v for k, v in values.items() if k in shared})
-        opts = opts.with_kernels_in_effect()
+        opts = opts.as_computed()
     except (params_mod.ParamError, KernelsError) as e:
         raise ProbeInputError(str(e)) from None
     try:

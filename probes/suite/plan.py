@@ -12,7 +12,7 @@ from probes.api import params as params_mod
 from probes.api import registry
 from probes.framework.kernels import KernelsError
 from probes.framework.options import RunOptions
-from txl.process_rank import ProcessRank, default_threads
+from txl.process_rank import ProcessRank
 
 # The run options diagnose takes (it runs every cache policy it needs itself, so no
 # --reset/--carry, and the cached evaluator only, with its choice of memory); `model` may be a
@@ -70,11 +70,9 @@ def check_options(skip, values: dict[str, Any]):
     if extra:
         raise ProbeInputError(f"diagnose takes no option {extra[0]!r}; its options: {OPTIONS}")
     try:
-        opts = RunOptions.build(values).with_kernels_in_effect()
+        opts = RunOptions.build(values).as_computed()
     except (params_mod.ParamError, KernelsError) as e:
         raise ProbeInputError(str(e)) from None
-    if opts.threads is None:  # one count for every probe, recorded: a rerun computes with it
-        opts = dataclasses.replace(opts, threads=default_threads())
     try:
         check_writable(Path(opts.out))
     except RunDirError as e:
