@@ -1,6 +1,7 @@
 """Vocabulary, grammar and the language's JSON identity."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -127,6 +128,32 @@ def test_language_is_deterministic_from_its_config():
     assert a.fingerprint == b.fingerprint
     assert np.array_equal(a.grammar.P, b.grammar.P)
     assert Language(LanguageConfig(**{**SMALL.to_dict(), "seed": 6})).fingerprint != a.fingerprint
+
+
+def test_the_stationary_distribution_has_the_same_bits_whatever_the_blas():
+    """The sampling tables start from π: computed without BLAS, it takes no CPU-chosen kernel
+    and no thread split (a LAPACK solve differs between 1 and 2 OpenBLAS threads, and between
+    OpenBLAS's kernels for two CPUs), and it is stationary to rounding."""
+    import subprocess
+    import sys
+
+    code = (
+        "import hashlib; from synth.language import Language, LanguageConfig; "
+        f"g = Language(LanguageConfig(**{SMALL.to_dict()!r})).grammar; "
+        "print(hashlib.sha256(g.stationary.tobytes()).hexdigest())"
+    )
+    digests = set()
+    for core, threads in [("", "1"), ("", "2"), ("Prescott", "1"), ("Haswell", "2")]:
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": threads, "OPENBLAS_CORETYPE": core}
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        digests.add(r.stdout.strip())
+    assert len(digests) == 1
+    g = Language(SMALL).grammar
+    for t in range(g.n_topics + 1):
+        pi = g.stationary[t]
+        np.testing.assert_allclose(pi @ g.P[t], pi, rtol=0, atol=1e-15)
+        assert abs(pi.sum() - 1.0) < 1e-15 and (pi > 0).all()
 
 
 def test_transition_rows_are_distributions_and_filler_excludes_values():
