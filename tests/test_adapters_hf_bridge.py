@@ -101,37 +101,58 @@ def test_cross_doc_through_the_bridge_keeps_b_identical_and_its_distances_in_bin
 
 
 def _synth_pairs(bridge, edit, rng, n):
+    """`n` draws of edit `edit` on the base `synth.pairs.make_pair` builds for it, evened by the
+    bridge, with the answer job scored on the text that states the queried fact."""
     from probes.engine.fact_pairs import answer_job
     from probes.texts.bridged import Unmatched
-    from synth.edits import delete, distract, insert, topic_shift
-    from synth.generate import make_example
+    from synth.pairs import make_pair
 
-    lang = bridge.lang
     out = []
     for _ in range(n):
-        if edit == "insert":
-            base = make_example(lang, rng, [40], lead=8, supported=False)
-            pair, stated = insert(base, rng, lang, distance=40, query=0), None
-        else:
-            base = make_example(lang, rng, [40], lead=40, tail=4)
-            if edit == "delete":
-                pair = delete(base, rng, lang, query=0)
-            elif edit == "distract":
-                pair = distract(base, rng, lang, query=0, k=2, kind="same_entity")
-            else:
-                pair = topic_shift(base, rng, lang, keep=50)
-            stated = base
+        pair = make_pair(edit, bridge.lang, rng, distance=40)
         try:
-            topic = pair.meta.get("new_topic")
-            filled = bridge.fill(pair, rng, topic=topic)
-            job = bridge.job(answer_job(0, filled, stated or filled.variant, {}))
+            filled = bridge.fill(pair, rng, topic=pair.meta.get("new_topic"))
+            job = bridge.job(answer_job(0, filled, stating(filled), {}))
         except Unmatched:
             continue
         out.append((pair, filled, job))
     return out
 
 
-@pytest.mark.parametrize("edit", ["delete", "insert", "distract", "topic_shift"])
+def stating(pair):
+    """The text of `pair` that states the queried fact: the base, unless the edit inserts it."""
+    return pair.base if pair.base.queries[0].fact >= 0 else pair.variant
+
+
+def over_filler() -> list[str]:
+    """The registered edits whose variant writes over filler (what the bridge evens)."""
+    from synth import make_rng
+    from synth.edits import EDITS
+    from synth.language import Language
+    from synth.pairs import make_pair
+
+    names = []
+    for name in EDITS:
+        pair = make_pair(name, Language.default(), make_rng(0), distance=40)
+        b, v = pair.base, pair.variant
+        n = min(len(b), len(v))
+        edited = b.tokens[:n] != v.tokens[:n]
+        if (edited & (b.filler_mask()[:n] | v.filler_mask()[:n])).any():
+            names.append(name)
+    return names
+
+
+OVER_FILLER = over_filler()
+
+
+def test_the_edits_over_filler_are_found_in_the_registry():
+    from synth.edits import EDITS
+
+    assert len(OVER_FILLER) >= 4 and "replace" not in OVER_FILLER  # a value swap keeps filler
+    assert set(OVER_FILLER) < set(EDITS)
+
+
+@pytest.mark.parametrize("edit", OVER_FILLER)
 def test_an_edit_over_filler_is_evened_to_equal_model_length_with_every_other_token_identical(
     bridge, edit
 ):
@@ -154,7 +175,7 @@ def test_an_edit_over_filler_is_evened_to_equal_model_length_with_every_other_to
         assert np.array_equal(filled.base.tokens, synth.base.tokens)
         assert synth.variant.filler_mask()[changed].all()
         # the distance runs from the fact's last token in the text that states it
-        text = v if edit == "insert" else b
+        text = stating(job.pair)
         q = text.queries[0]
         assert job.fact_end == text.facts[q.fact].span.end - 1
         assert job.distance == int(job.base_targets[0]) - job.fact_end
@@ -164,7 +185,7 @@ def test_a_topic_shift_is_evened_with_words_of_the_new_topic(bridge):
     from synth import make_rng
 
     lang = bridge.lang
-    for synth, filled, _ in _synth_pairs(bridge, "topic_shift", make_rng(3), 10):
+    for synth, filled, _ in _synth_pairs(bridge, "topic-shift", make_rng(3), 10):
         changed = np.flatnonzero(filled.variant.tokens != synth.variant.tokens)
         words = lang.filler_word(filled.variant.tokens[changed])
         topic = synth.meta["new_topic"]
