@@ -77,6 +77,39 @@ def test_synth_show_prints_the_first_pair_probe_run_scores(name, tmp_path):
         assert sorted(doc[side]["targets"]) == scored[side]["targets"], side
 
 
+def test_synth_show_plans_for_the_checkpoint_model_names(tmp_path):
+    """Another checkpoint's geometry (here mem 16, tgt 16) plans other bins and texts: the pair
+    shown with --model is the one `probe run --model` scores."""
+    from probes.testing import tiny_checkpoint
+
+    model = str(tiny_checkpoint(tmp_path / "tiny", mem_len=16, tgt_len=16))
+    args = ["fact-swap", "--seed", "2", "--quick"]
+    shown = CliRunner().invoke(synth, ["show", *args, "--model", model, "--json"])
+    assert shown.exit_code == 0, shown.output
+    doc = json.loads(shown.output)
+    default = json.loads(CliRunner().invoke(synth, ["show", *args, "--json"]).output)
+    assert doc["base"]["tokens"] != default["base"]["tokens"]  # not the default model's plan
+    r = CliRunner().invoke(cli, ["run", *args, "--model", model, "--out", str(tmp_path / "o"),
+                                 "--quiet", "--json"], catch_exceptions=False)  # fmt: skip
+    assert r.exit_code in (0, 1), r.stderr
+    scored = scored_pair(Path(json.loads(r.stdout)["run_dir"]), 0)
+    for side in ("base", "variant"):
+        assert doc[side]["tokens"] == scored[side]["tokens"], side
+        assert sorted(doc[side]["targets"]) == scored[side]["targets"], side
+
+
+def test_synth_show_refuses_a_model_it_cannot_plan_for_in_one_line(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "llama"}')
+    for args, says in [
+        (["fact-swap", "--model", str(tmp_path)], "probe show RUN --pair 0"),
+        (["fact-swap", "--model", str(tmp_path / "nowhere")], "does not exist"),
+        (["--edit", "replace", "--model", "default"], "--model applies to a PROBE"),
+    ]:
+        r = CliRunner().invoke(synth, ["show", *args])
+        assert r.exit_code == 2 and says in r.output, r.output
+        assert r.output.strip().count("\n") == 0
+
+
 @pytest.mark.parametrize("name", ["long-nll", "speed", "boundary"])
 def test_a_probe_without_pairs_is_a_one_line_usage_error_naming_what_can_be_shown(name):
     r = CliRunner().invoke(synth, ["show", name])

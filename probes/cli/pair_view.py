@@ -3,9 +3,9 @@ the scored targets marked, as a rich panel or one JSON document.
 
 A probe's pair is the first one `probe run PROBE` scores: the probe is planned as `probe run`
 plans it (the seed, `--quick`) against a model that plans and never scores
-(`probes.adapters.planning`: the shipped default checkpoint's geometry and language), and its
-first job's base and variant rows are shown as the run scores them, up to their last scored
-token. A bare edit's pair (`--edit NAME`) is built by `synth.pairs.make_pair`. numpy, no torch.
+(`probes.adapters.planning`: the geometry and language of the shipped default checkpoint, or of
+`--model`, a Transformer-XL checkpoint), and its first job's base and variant rows are shown
+as the run scores them, up to their last scored token. A bare edit's pair (`--edit NAME`) is built by `synth.pairs.make_pair`. numpy, no torch.
 """
 
 from __future__ import annotations
@@ -65,8 +65,11 @@ def no_pairs_message(name: str) -> str:
     )
 
 
-def planned_pair(name: str, seed: int, quick: bool) -> Shown:
-    """The first pair `probe run NAME --seed SEED [--quick]` scores on the shipped default model."""
+def planned_pair(name: str, seed: int, quick: bool, model: str | None = None) -> Shown:
+    """The first pair `probe run NAME --seed SEED [--quick] [--model MODEL]` scores: MODEL a
+    Transformer-XL checkpoint (default: the shipped default model). A model of another kind
+    plans with its own tokenizer and weights: its pairs are those of a run (`probe show RUN
+    --pair K`)."""
     try:
         cls = registry.get(name)
     except registry.RegistryError as e:
@@ -75,10 +78,20 @@ def planned_pair(name: str, seed: int, quick: bool) -> Shown:
     if not issubclass(cls, PairedProbe) or "synth" not in cls.smoke:
         raise BadInput(no_pairs_message(cls.name))
     try:
-        model = PlanningModel.of_checkpoint(resolve_model_path(None))
+        path = resolve_model_path(model)
+    except ProbeInputError as e:
+        raise BadInput(str(e)) from None
+    try:
+        planner = PlanningModel.of_checkpoint(path)
+    except AdapterError:
+        raise BadInput(
+            f"--model {model!r}: synth show plans for a Transformer-XL checkpoint; another "
+            f"model's pairs are a run's: probe run {name} --model ... then probe show RUN --pair 0"
+        ) from None
+    try:
         # prepare checks that --out could be written; a plan writes nothing there
         planned = prepare(
-            name, model=model, seed=seed, quick=quick, progress=False, out=tempfile.gettempdir()
+            name, model=planner, seed=seed, quick=quick, progress=False, out=tempfile.gettempdir()
         ).instance
     except (AdapterError, ProbeInputError) as e:
         raise BadInput(str(e)) from None
@@ -89,9 +102,10 @@ def planned_pair(name: str, seed: int, quick: bool) -> Shown:
         variant_len=job.row_length("variant"),
         base_targets=np.asarray(job.base_targets),
         variant_targets=np.asarray(job.variant_targets),
-        title=f"{cls.name} pair 0, seed {seed}{' --quick' if quick else ''}",
+        title=f"{cls.name} pair 0, seed {seed}{' --quick' if quick else ''}, {path.name}",
         about={
             "probe": cls.name,
+            "model": planner.info.path,
             "seed": seed,
             "quick": quick,
             "pair": 0,

@@ -27,6 +27,13 @@ def synth_group() -> None:
 )
 @click.option("--quick", is_flag=True, help="The pair `probe run PROBE --quick` scores.")
 @click.option(
+    "--model",
+    default=None,
+    metavar="DIR",
+    help="The Transformer-XL checkpoint (a directory or a shipped model name) PROBE plans for, "
+    "as `probe run PROBE --model DIR`: its geometry and language. [default: default]",
+)
+@click.option(
     "--distance",
     type=number_type(True, 1),
     default=None,
@@ -49,20 +56,23 @@ def show(
     edit: str | None,
     seed: int,
     quick: bool,
+    model: str | None,
     distance: int | None,
     length: int | None,
     same_length: bool | None,
     as_json: bool,
 ) -> None:
     """Print the first pair PROBE scores — the texts `probe run PROBE --seed N` plans for the
-    shipped default model, up to their last scored token — with the edited tokens and the
-    scored targets marked; or, with --edit NAME, a bare synth edit's pair (a name of
+    shipped default model (or --model), up to their last scored token — with the edited tokens
+    and the scored targets marked; or, with --edit NAME, a bare synth edit's pair (a name of
     `synth.edits.EDITS`: replace, insert, …; a name it lacks lists them)."""
     from probes.cli import pair_view  # lazy: numpy and synth, kept out of `probe --help`
 
     if (probe is None) == (edit is None):
         raise BadInput("give a PROBE (e.g. fact-swap) or --edit NAME (e.g. replace), one of them")
     edit_only = {"--distance": distance, "--length": length, "--same-length": same_length}
+    if edit is not None and model is not None:
+        raise BadInput("--model applies to a PROBE; an edit's pair is built in the synth language")
     if probe is not None:
         given = [flag for flag, value in edit_only.items() if value is not None]
         if given:
@@ -70,7 +80,7 @@ def show(
                 f"{given[0]} applies to --edit; PROBE's pair is planned as `probe run {probe}` "
                 "plans it (give that run's --seed, --quick)"
             )
-        shown = pair_view.planned_pair(probe, seed, quick)
+        shown = pair_view.planned_pair(probe, seed, quick, model)
     else:
         if quick:
             raise BadInput("--quick applies to a PROBE; an edit's pair has no quick mode")
