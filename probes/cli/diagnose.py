@@ -72,27 +72,13 @@ def diagnose_command(
     table (a row per effect, a column per model), one plot (diagnose_models.png) and one run
     directory <out>/diagnose/<id1>+<id2>+…/; RECL runs once with the models as its group.
     """
-    from probes.api.probe_base import (
-        ProbeInputError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.framework.models import (
-        split_models,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.framework.progress import (
-        Progress,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.report.suite_plots import (
-        suite_plot,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.report.suite_table import (
-        print_table,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.suite.one import (
-        diagnose,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.suite.several import (
-        diagnose_models,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from probes.api.probe_base import ProbeInputError
+    from probes.framework.models import split_models
+    from probes.framework.progress import Progress
+    from probes.report.suite_plots import suite_plot
+    from probes.report.suite_table import print_table
+    from probes.suite.one import diagnose
+    from probes.suite.several import diagnose_models
 
     values["model"] = list(values["model"]) or None
     values["haystack"] = list(values["haystack"]) or None
@@ -123,18 +109,10 @@ def diagnose_command(
 
 def _resume(path: str, threads: int | None, progress):
     """`--resume RUN_DIR`: the recorded options, refusing any other given (but --threads)."""
-    from probes.api.probe_base import (
-        ProbeInputError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.report.suite_plots import (
-        suite_plot,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.suite.one import (
-        diagnose,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.suite.store import (
-        resumed_options,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from probes.api.probe_base import ProbeInputError
+    from probes.report.suite_plots import suite_plot
+    from probes.suite.one import diagnose
+    from probes.suite.store import resumed_options
 
     ctx = click.get_current_context()
     given = [

@@ -45,9 +45,7 @@ def emit(result: dict, *, as_json: bool, show, passed: bool) -> None:
     """A command's result on stdout — one JSON document, or `show(result)` for people — and
     exit 1 when the run failed its own check."""
     if as_json:
-        from probes.framework.results import (
-            print_json,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-        )
+        from probes.framework.results import print_json
 
         print_json(result)
     else:

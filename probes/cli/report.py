@@ -16,7 +16,7 @@ from probes.cli.errors import BadInput
 def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
     """Show finished runs side by side: one run's table, or several (say --mem 128 and 640).
     Runs that did not finish (still running, interrupted, dead) are left out and listed."""
-    from probes.framework.results import (  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    from probes.framework.results import (
         FINISHED,
         RunDirError,
         load_run,
@@ -48,22 +48,18 @@ def report_command(run_dirs: tuple[str, ...], as_json: bool) -> None:
         click.echo(f"skipped (not finished): {', '.join(skipped)}", err=True)
     run_dirs = tuple(shown)
     if as_json:
-        from probes.framework.results import (
-            print_json,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-        )
+        from probes.framework.results import print_json
 
         print_json({"runs": summaries})
         return
-    from probes.report.tables import (  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    from probes.report.tables import (
         print_side_by_side,
         print_summary,
     )
 
     diagnosed = [s for s in summaries if s.get("command") == "diagnose"]
     if diagnosed:  # `probe diagnose` run directories: their table, one after the other
-        from probes.report.suite_table import (
-            print_table,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-        )
+        from probes.report.suite_table import print_table
 
         if len(diagnosed) != len(summaries):
             raise BadInput("give either probe runs or diagnose runs to compare, not both")

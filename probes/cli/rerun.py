@@ -68,9 +68,7 @@ def rerun_command(
         if not (quiet or as_json) and sys.stderr.isatty():
             click.echo(f"rerun {i}/{len(runs)}: {run}", err=True)
         results.append(_rerun_apart(run, flags))
-    from probes.report.tables import (
-        print_reruns,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from probes.report.tables import print_reruns
 
     doc = {"reruns": results, "passed": all(r["passed"] for r in results)}
     emit(doc, as_json=as_json, show=print_reruns, passed=doc["passed"])
@@ -131,13 +129,9 @@ def _rerun_here(
     allow_file_probes: bool,
 ) -> None:
     """One rerun in this process, under the kernels the run recorded (or `kernels`)."""
-    from probes.api.probe_base import (
-        ProbeInputError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.framework.progress import (
-        Progress,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.framework.results import (  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
+    from probes.api.probe_base import ProbeInputError
+    from probes.framework.progress import Progress
+    from probes.framework.results import (
         RunDirError,
         load_run,
     )
@@ -151,15 +145,9 @@ def _rerun_here(
     recorded = options.get("kernels") if isinstance(options, dict) else None
     kernels_for(kernels or (recorded if recorded in ("portable", "native") else "native"))
 
-    from probes.report.suite_plots import (
-        suite_plot,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.report.tables import (
-        print_rerun,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.rerun import (
-        rerun,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from probes.report.suite_plots import suite_plot
+    from probes.report.tables import print_rerun
+    from probes.rerun import rerun
 
     try:
         result = rerun(

@@ -42,9 +42,7 @@ def list_command(as_json: bool) -> None:
 
 def probe_command(spec: str) -> click.Command:
     """The `probe run SPEC` command: the probe's own options, then the shared ones."""
-    from probes.api import (
-        params as params_mod,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from probes.api import params as params_mod
 
     shared = (*RunOptions.fields(), *OUTPUT_NAMES)
     try:
@@ -88,18 +86,10 @@ def _keep_blocks(text: str) -> str:
 
 
 def _run(spec: str, values: dict, *, as_json: bool, quiet: bool) -> None:
-    from probes.api.probe_base import (
-        ProbeInputError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.framework.progress import (
-        Progress,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.framework.runner import (
-        run,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from txl.process_rank import (
-        ProcessRank,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from probes.api.probe_base import ProbeInputError
+    from probes.framework.progress import Progress
+    from probes.framework.runner import run
+    from txl.process_rank import ProcessRank
 
     values["kernels"] = kernels_for(values.get("kernels"))
     try:
@@ -108,9 +98,7 @@ def _run(spec: str, values: dict, *, as_json: bool, quiet: bool) -> None:
         raise BadInput(str(e)) from None
     if not ProcessRank.from_env().is_main:  # under torchrun rank 0 prints the one result
         return
-    from probes.report.tables import (
-        print_summary,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from probes.report.tables import print_summary
 
     emit(summary.to_dict(), as_json=as_json, show=print_summary, passed=summary.passed)
 

@@ -96,9 +96,7 @@ def show(
 )
 def language_cmd(as_json: bool) -> None:
     """Sizes, fingerprint and filler entropy of the default language."""
-    from synth.language import (
-        Language,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from synth.language import Language
 
     lang = Language.default()
     if as_json:
@@ -140,15 +138,9 @@ def stream_cmd(seed: int, rows: int, tgt_len: int, batches: int) -> None:
     """Print the first training batches (targets highlighted, `|` at batch boundaries)."""
     from rich.text import Text
 
-    from probes.report.tables import (
-        plain_console,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from synth.language import (
-        Language,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from synth.stream import (
-        TrainStream,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from probes.report.tables import plain_console
+    from synth.language import Language
+    from synth.stream import TrainStream
 
     lang = Language.default()
     s = TrainStream(lang, batch_size=rows, tgt_len=tgt_len, seed=seed)

@@ -122,9 +122,7 @@ def train_command(
         flag = "--vocab-size" if vocab_size is not None else "--documents"
         raise BadInput(f"{flag} applies to a run on text; give --text PATH")
     if text and preset is None and config_file is None and not resume:
-        from probes.training.presets import (
-            TEXT_PRESET,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-        )
+        from probes.training.presets import TEXT_PRESET
 
         preset = TEXT_PRESET
     explicit = [
@@ -176,9 +174,7 @@ def _train(
     as_json: bool,
     command: str,
 ) -> int:
-    from probes.training import (
-        job as training,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from probes.training import job as training
 
     # Bad input before the loop starts: ConfigError, RunDirError, a bad data or eval table (all
     # ValueErrors).
@@ -188,21 +184,11 @@ def _train(
     except ValueError as e:
         raise BadInput(str(e)) from None
 
-    from txl.checkpoint import (
-        CheckpointError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from txl.run_dir import (
-        RunDirError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from txl.signals import (
-        TrainingInterrupted,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from txl.train import (
-        NonFiniteLossError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from txl.train_config import (
-        ConfigError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from txl.checkpoint import CheckpointError
+    from txl.run_dir import RunDirError
+    from txl.signals import TrainingInterrupted
+    from txl.train import NonFiniteLossError
+    from txl.train_config import ConfigError
 
     try:
         result = training.run(prepared, quiet=quiet or as_json, command=command)
@@ -236,9 +222,7 @@ def _train(
             "eval": result.eval,
         }
         if as_json:
-            from txl.io import (
-                json_safe,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-            )
+            from txl.io import json_safe
 
             click.echo(json.dumps(json_safe(summary), sort_keys=True, allow_nan=False))
         else:
@@ -249,9 +233,7 @@ def _train(
 def _print_summary(s: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from probes.report.tables import (
-        plain_console,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from probes.report.tables import plain_console
 
     table = Table(title="probe train", show_header=False)
     for key in ("run_dir", "model_dir", "step", "loss", "tokens_per_s", "mfu"):

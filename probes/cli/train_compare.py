@@ -51,9 +51,7 @@ def train_compare_command(
     differs; "so far" when one run trained fewer steps than the other. Exit 0 only when both
     runs are complete and the verdict is identical or within tolerance, else 1.
     """
-    from probes.training.compare import (
-        compare_runs,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from probes.training.compare import compare_runs
 
     try:
         result = compare_runs(_resolve(run_a), _resolve(run_b), nll_tol=nll_tol, acc_tol=acc_tol)
@@ -62,9 +60,7 @@ def train_compare_command(
     if as_json:
         import json
 
-        from txl.io import (
-            json_safe,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-        )
+        from txl.io import json_safe
 
         click.echo(json.dumps(json_safe(result.to_dict()), sort_keys=True, allow_nan=False))
     else:
@@ -75,12 +71,8 @@ def train_compare_command(
 
 def _resolve(name: str) -> str:
     """A shipped model's name (`default`) stands for its directory; anything else is a path."""
-    from probes.api.probe_base import (
-        ProbeInputError,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
-    from probes.framework.models import (
-        resolve_model_path,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from probes.api.probe_base import ProbeInputError
+    from probes.framework.models import resolve_model_path
 
     try:
         return str(resolve_model_path(name))
@@ -99,9 +91,7 @@ def _num(v: float | None, digits: int = 5) -> str:
 def _print(r) -> None:
     from functools import partial
 
-    from probes.report.tables import (
-        console,  # lazy: a command's machinery loads when it runs (`probe --help` stays light)
-    )
+    from probes.report.tables import console
 
     say = partial(console().print, markup=False)  # paths and field names are text, not markup
     say(f"A: {r.a}")
