@@ -238,10 +238,15 @@ def test_a_resumed_diagnose_keeps_the_probe_runs_it_finished_and_ends_as_a_whole
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
     first_two = executed[:2]
 
-    recorded = json.loads((run_dir / "run.json").read_text())["options"]["threads"]
+    record = json.loads((run_dir / "run.json").read_text())
+    recorded = record["options"]["threads"]
     other = invoke("diagnose", "--resume", run_dir, "--threads", recorded + 1)
     assert other.exit_code == 2 and "drop --threads" in other.stderr  # one count per run
     assert len(other.stderr.strip().splitlines()) == 1
+    record["options"]["threads"] = None  # as recorded before options held the count: the
+    (run_dir / "run.json").write_text(json.dumps(record))  # finished probe runs' count holds
+    other = invoke("diagnose", "--resume", run_dir, "--threads", recorded + 1)
+    assert other.exit_code == 2 and "drop --threads" in other.stderr
 
     executed.clear()
     monkeypatch.setattr(runner, "execute", lambda plan, **kw: executed.append(plan.cls.name)

@@ -108,7 +108,7 @@ def diagnose_command(
 
 
 def _resume(path: str, threads: int | None, progress):
-    """`--resume RUN_DIR`: the recorded options, refusing any other given (but --threads)."""
+    """`--resume RUN_DIR`: the recorded options (the thread count too), refusing any other."""
     from probes.api.probe_base import ProbeInputError
     from probes.report.suite_plots import suite_plot
     from probes.suite.one import diagnose
@@ -135,7 +135,7 @@ def _resume(path: str, threads: int | None, progress):
             f"{'s' if recorded != 1 else ''} and its remaining probes must too; drop --threads"
         )
     values["kernels"] = kernels_for(values.get("kernels") or "native")  # as it started
-    if recorded is None:  # recorded before diagnose resolved its count: the one given, or ours
+    if recorded is None:  # an old run whose finished probes agree on no count: given, or ours
         values["threads"] = threads
     skip = values.pop("skip")
     return diagnose(

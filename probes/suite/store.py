@@ -12,6 +12,7 @@ from probes.api import params as params_mod
 from probes.api.probe_base import ProbeInputError
 from probes.framework import provenance
 from probes.framework.results import (
+    FINISHED,
     RunDir,
     RunDirError,
     dumps,
@@ -132,7 +133,25 @@ def resumed_options(path: Path) -> dict[str, Any]:
     values["out"] = str(Path(path).resolve().parents[2])  # <out>/diagnose/<model>/<run>: moved
     values["distance"] = None if given.get("distance", "auto") == "auto" else given["distance"]
     values["skip"] = tuple(given.get("skip", ()))
+    if values.get("threads") is None:
+        values["threads"] = _finished_threads(Path(path))
     return values
+
+
+def _finished_threads(path: Path) -> int | None:
+    """The one thread count the finished probe runs of a diagnose recorded before its options
+    held a count (each probe run then resolved its own), so that the rest compute at it too;
+    None when none finished or they differ."""
+    counts = set()
+    for run_json in path.glob("runs/*/*/*/run.json"):
+        try:
+            record = read_json(run_json)
+        except (FileRefused, OSError):
+            continue
+        if isinstance(record, dict) and status(run_json.parent, record) in FINISHED:
+            counts.add(record.get("threads"))
+    (count,) = counts if len(counts) == 1 else (None,)
+    return count if isinstance(count, int) else None
 
 
 def close(run_dir, record: dict, summary: dict, runs: list[SuiteRun], t0: float, plot) -> dict:
