@@ -223,6 +223,11 @@ def test_the_rules_catch_what_they_forbid():
     assert upward(api) == ["a.py:1 probes.api imports synth.edits"]
     tok = imports_of("import tokenizers\n", "synth.text.tokenizer", False, "t.py")
     assert model_libraries(tok) == ["t.py:1 synth imports tokenizers"]
+    command = "def run():\n    from probes.framework import runner\n"  # the CLI says why once
+    assert unmarked_local(imports_of(command, "probes.cli.run", False, "c.py")) == []
+    assert unmarked_local(imports_of(command, "probes.suite.one", False, "s.py")) == [
+        "s.py:2 probes.suite.one imports probes.framework inside a function without `# lazy:`"
+    ]
 
 
 def test_the_allowed_arrows_form_no_cycle():

@@ -99,15 +99,30 @@ def test_synth_show_plans_for_the_checkpoint_model_names(tmp_path):
 
 
 def test_synth_show_refuses_a_model_it_cannot_plan_for_in_one_line(tmp_path):
-    (tmp_path / "config.json").write_text('{"model_type": "llama"}')
+    llama = tmp_path / "llama"  # a transformers directory, as its config.json says (no torch)
+    llama.mkdir()
+    (llama / "config.json").write_text('{"model_type": "llama"}')
+    damaged = tmp_path / "damaged"  # a checkpoint's config without its tokenizer
+    damaged.mkdir()
+    (damaged / "config.json").write_text(
+        (Path(probes_models()) / "default" / "config.json").read_text()
+    )
     for args, says in [
-        (["fact-swap", "--model", str(tmp_path)], "probe show RUN --pair 0"),
+        (["fact-swap", "--model", str(llama)], "probe show RUN_DIR --pair 0"),
+        (["fact-swap", "--model", f"hf:{llama}"], "probe show RUN_DIR --pair 0"),
+        (["fact-swap", "--model", str(damaged)], "tokenizer.json"),
         (["fact-swap", "--model", str(tmp_path / "nowhere")], "does not exist"),
         (["--edit", "replace", "--model", "default"], "--model applies to a PROBE"),
     ]:
         r = CliRunner().invoke(synth, ["show", *args])
         assert r.exit_code == 2 and says in r.output, r.output
         assert r.output.strip().count("\n") == 0
+
+
+def probes_models() -> str:
+    from probes.framework.models import PACKAGE_MODELS
+
+    return str(PACKAGE_MODELS)
 
 
 @pytest.mark.parametrize("name", ["long-nll", "speed", "boundary"])

@@ -22,8 +22,8 @@ from rich.table import Table
 from rich.text import Text
 
 from probes.adapters.planning import PlanningModel
-from probes.api import registry
-from probes.api.errors import AdapterError
+from probes.api import kinds, registry
+from probes.api.errors import AdapterError, ModelDirError
 from probes.api.probe_base import ProbeInputError
 from probes.cli.errors import BadInput
 from probes.engine.paired import PairedProbe
@@ -77,17 +77,20 @@ def planned_pair(name: str, seed: int, quick: bool, model: str | None = None) ->
         raise BadInput(f"{e}{edit}") from None
     if not issubclass(cls, PairedProbe) or "synth" not in cls.smoke:
         raise BadInput(no_pairs_message(cls.name))
+    other_kind = BadInput(
+        f"--model {model!r}: synth show plans for a Transformer-XL checkpoint; another kind of "
+        f"model plans with its own tokenizer, so its pairs are a run's: probe run {name} "
+        f"--model {model} --n 1, then probe show RUN_DIR --pair 0"
+    )
+    if model is not None and kinds.by_prefix(model) is not None:
+        raise other_kind
     try:
         path = resolve_model_path(model)
-    except ProbeInputError as e:
-        raise BadInput(str(e)) from None
-    try:
+        if not kinds.detect(path).fallback:  # the fallback kind is the Transformer-XL checkpoint
+            raise other_kind
         planner = PlanningModel.of_checkpoint(path)
-    except AdapterError:
-        raise BadInput(
-            f"--model {model!r}: synth show plans for a Transformer-XL checkpoint; another "
-            f"model's pairs are a run's: probe run {name} --model ... then probe show RUN --pair 0"
-        ) from None
+    except (ProbeInputError, ModelDirError, AdapterError) as e:
+        raise BadInput(str(e)) from None
     try:
         # prepare checks that --out could be written; a plan writes nothing there
         planned = prepare(
