@@ -125,3 +125,28 @@ def test_a_process_knows_its_place_from_torchrun_without_importing_torch():
     env = {**os.environ, "RANK": "1", "WORLD_SIZE": "3", "LOCAL_RANK": "1"}
     env["LOCAL_WORLD_SIZE"] = "2"
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+
+
+def test_the_ranks_of_a_run_resolve_one_default_thread_count_whatever_the_load(monkeypatch):
+    """Each rank resolves the default count itself and rank 0 records its own: under torchrun
+    the count is the rank's share of the usable cores, read without the load average (which
+    each rank would read at its own moment); one process still leaves the busy cores out."""
+    from txl import process_rank
+
+    monkeypatch.setattr(process_rank, "usable_cores", lambda: 8)
+    for k, v in {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "2",
+    }.items():
+        monkeypatch.setenv(k, v)
+    counts = set()
+    for load in (0.0, 3.7, 7.9):
+        monkeypatch.setattr(process_rank.os, "getloadavg", lambda load=load: (load, 0.0, 0.0))
+        counts.add(process_rank.default_threads())
+    assert counts == {4}
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(k)
+    monkeypatch.setattr(process_rank.os, "getloadavg", lambda: (3.7, 0.0, 0.0))
+    assert process_rank.default_threads() == 5

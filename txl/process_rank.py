@@ -108,10 +108,15 @@ def default_threads() -> int:
     """The cores this process may use, less those other processes keep busy (the 1-minute load
     average, rounded down): oversubscribed OpenMP threads spin against each other, and on a
     shared 2-core machine one thread then evaluates 2–3× faster than two. Under torchrun the
-    ranks on this machine share them."""
+    ranks on this machine share the cores, load aside: each rank reads the load at its own
+    moment (its siblings' start-up in it or not), and the ranks of one run must compute at the
+    one count rank 0 records."""
     cores = usable_cores()
+    ranks = ProcessRank.from_env()
+    if ranks.enabled:
+        return ranks.share(cores)
     try:
         busy = int(os.getloadavg()[0])
     except OSError:  # pragma: no cover - no load average on this platform
         busy = 0
-    return ProcessRank.from_env().share(max(1, cores - busy))
+    return ranks.share(max(1, cores - busy))
