@@ -5,7 +5,8 @@ A probe's pair is the first one `probe run PROBE` scores: the probe is planned a
 plans it (the seed, `--quick`) against a model that plans and never scores
 (`probes.adapters.planning`: the geometry and language of the shipped default checkpoint, or of
 `--model`, a Transformer-XL checkpoint), and its first job's base and variant rows are shown
-as the run scores them, up to their last scored token. A bare edit's pair (`--edit NAME`) is built by `synth.pairs.make_pair`. numpy, no torch.
+as the run scores them, up to their last scored token. A bare edit's pair (`--edit NAME`) is
+built by `synth.pairs.make_pair`. numpy, no torch.
 """
 
 from __future__ import annotations
