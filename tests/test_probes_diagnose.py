@@ -10,6 +10,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from probes.api import registry
 from probes.cli.main import cli
 from probes.testing import tiny_checkpoint
 
@@ -405,3 +406,80 @@ def test_rows_come_from_each_run_summary_and_from_the_class_for_older_runs():
         {"from": "class", "model": "n"},  # the group run as member n sees it
     ]
     assert [r["from"] for r in column_rows(runs, 0, {"id": "m"})] == ["a", "class", "g", "class"]
+
+
+CHUNKED = [n for n in probe_smoke.diagnosed() if registry.get(n).shards]
+
+
+@pytest.mark.parametrize("name", CHUNKED)
+def test_a_resumed_diagnose_takes_back_the_chunks_an_interrupted_probe_scored(
+    name, models, tmp_path, monkeypatch
+):
+    """Interrupted after its second scoring call, then resumed: the probe scores only the
+    chunks it had not finished, and its summary, samples and per-token arrays equal an
+    uninterrupted run's bit for bit (records and arrays come back from the chunks' files with
+    their NaNs and dtypes); a finished run keeps no chunk files."""
+    import numpy as np
+
+    from probes.api.probe_base import RunContext
+    from probes.engine import rows
+
+    monkeypatch.setattr(rows, "max_rows", lambda model, geometry: 4)  # one or two items a call
+    args = ["--model", models["m"], "--quick", *probe_smoke.skip_all_but(name), "--json"]
+    scored: list[list[int]] = []
+    real_kept = RunContext.kept_chunk
+
+    def counted(self, call, items):
+        got = real_kept(self, call, items)
+        if got is None:
+            scored.append(list(items))
+        return got
+
+    monkeypatch.setattr(RunContext, "kept_chunk", counted)
+    assert invoke("diagnose", *args, "--out", tmp_path / "whole").exit_code == 0
+    chunks = list(scored)
+    assert len(chunks) > 2, chunks
+
+    real_keep = RunContext.keep_chunk
+
+    def stops_after_the_second(self, call, items, results):
+        real_keep(self, call, items, results)
+        if len(scored) == 2:
+            raise KeyboardInterrupt
+
+    scored.clear()
+    monkeypatch.setattr(RunContext, "keep_chunk", stops_after_the_second)
+    r = CliRunner().invoke(cli, ["diagnose", *map(str, args), "--out", str(tmp_path / "cut")])
+    assert r.exit_code == 130
+    monkeypatch.setattr(RunContext, "keep_chunk", real_keep)
+    (cut,) = (tmp_path / "cut" / "diagnose").glob("*/*")
+
+    scored.clear()
+    r = invoke("diagnose", "--resume", cut, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert scored == chunks[2:]  # the two finished chunks are not scored again
+
+    def probe_run(out, status):
+        (d,) = (out / "diagnose").glob("*/*")
+        return [p for p in (d / "runs" / name).glob("*/*")
+                if json.loads((p / "run.json").read_text())["status"] == status]  # fmt: skip
+
+    (whole,) = probe_run(tmp_path / "whole", "complete")
+    (resumed,) = probe_run(tmp_path / "cut", "complete")
+    (stopped,) = probe_run(tmp_path / "cut", "interrupted")
+    record = json.loads((resumed / "run.json").read_text())
+    assert record["kept_samples"]["chunks"] == 2
+    assert (resumed / record["kept_samples"]["from"]).resolve() == stopped.resolve()
+    a, b = (json.loads((d / "summary.json").read_text()) for d in (whole, resumed))
+    for key in ("bins", "metrics", "checks", "verdict"):
+        assert a[key] == b[key], key
+    assert (whole / "samples.jsonl").read_text() == (resumed / "samples.jsonl").read_text()
+    for file in ("tokens.npz", "texts.npz"):
+        if not (whole / file).exists():
+            continue
+        with np.load(whole / file) as x, np.load(resumed / file) as y:
+            assert sorted(x.files) == sorted(y.files)
+            for f in x.files:
+                assert x[f].dtype == y[f].dtype and np.array_equal(x[f], y[f], equal_nan=True), f
+    assert not (whole / "chunks").exists() and not (resumed / "chunks").exists()
+    assert len(list((stopped / "chunks").glob("*.npz"))) == 2

@@ -77,6 +77,10 @@ class RunContext:
     # A resumed diagnose: the samples an interrupted run of this very measurement wrote (a probe
     # with `resumes_from_samples` skips the work they hold); [] otherwise.
     kept_samples: list = field(default_factory=list)
+    # A resumed diagnose: the scored chunks that run left (probes.framework.scored_chunks.Kept),
+    # which `score_batches` takes back instead of scoring them again; None otherwise.
+    kept_chunks: Any = None
+    scoring_calls: int = 0  # `score_batches` calls so far: each names its chunks' files by it
     # `--token-view N`: paired probes also score N tokens after each edit and N before each
     # answer (probes.engine.paired), for `probe show`; 0: the answer tokens only.
     token_view: int = 0
@@ -133,6 +137,17 @@ class RunContext:
         """Append one record to the run's samples.jsonl (nothing without a run directory)."""
         if self.run_dir is not None:
             self.run_dir.append_sample(record)
+
+    def keep_chunk(self, name: str, items: list[int], results: list) -> None:
+        """Keep one scoring call's (record, extra) results in the run directory until the run
+        finishes, for a resumed diagnose (nothing without a run directory)."""
+        if self.run_dir is not None:
+            self.run_dir.write_chunk(name, items, results)
+
+    def kept_chunk(self, name: str, items: list[int]) -> list | None:
+        """The results an interrupted run of this measurement kept for exactly these items in
+        the call `name`; None when it kept none (score them)."""
+        return None if self.kept_chunks is None else self.kept_chunks.results(name, items)
 
     @contextmanager
     def steps(
@@ -194,11 +209,12 @@ class Probe:
     # The names of the self-checks its Outcome carries (a failed one makes `probe run` exit 1).
     self_checks: ClassVar[tuple[str, ...]] = ()
     # True: the probe scores only through probes.engine.rows.score_batches, so its items can be
-    # divided among several processes (txl.process_rank); others are refused under torchrun.
+    # divided among several processes (txl.process_rank) — others are refused under torchrun —
+    # and a resumed diagnose takes back the chunks an interrupted run of it scored.
     shards: ClassVar[bool] = False
     # True: the probe can pick up an interrupted run of itself from that run's samples
     # (`ctx.kept_samples`: each sample holds one step's results whole), so a resumed diagnose
-    # does not redo them; others start over.
+    # does not redo them. A probe that neither shards nor does this starts over.
     resumes_from_samples: ClassVar[bool] = False
     # Set by @probe(..., diagnose=N): its place in `probe diagnose` (None: not part of it).
     diagnose: ClassVar[int | None] = None
@@ -220,6 +236,12 @@ class Probe:
         return effect_row(
             effect, cls.name, metric, cls.margin_unit, measure, stat, margin=cls.margin, **fields
         )
+
+    @classmethod
+    def resumes(cls) -> bool:
+        """Whether an interrupted run of this probe leaves work a resumed diagnose takes back
+        (its scored chunks, or its samples)."""
+        return cls.shards or cls.resumes_from_samples
 
     @classmethod
     def diagnose_rows(cls, summary: dict[str, Any]) -> list[dict[str, Any]]:

@@ -7,7 +7,9 @@ into one (R, N) batch (padding: the pad token, doc id −1, nothing scored).
 
 `score_batches` is the loop: items (pairs, texts) in a given order, as many per scoring call as
 the model's `max_rows` allows for the rows each item needs, one sample line per item appended as
-the run goes, and the progress bar advanced per call. Under several processes
+the run goes, each call's results kept in the run directory until it finishes (a resumed diagnose
+takes a kept call back instead of scoring it: probes/framework/scored_chunks.py), and the
+progress bar advanced per call. Under several processes
 (txl.process_rank) the calls are the same chunks, dealt out to the ranks in turn and
 gathered after each round.
 """
@@ -128,7 +130,9 @@ def score_batches(
     per_call = max(1, max_rows(ctx.model, ctx.geometry) // rows_per_item)
     costs = [work(i) for i in order] if work is not None else None
     keys = [together(i) for i in order] if together is not None else None
-    chunks = chunked(order, per_call, costs, keys)
+    chunks = [list(c) for c in chunked(order, per_call, costs, keys)]
+    call = ctx.scoring_calls
+    ctx.scoring_calls += 1
     n = max(order, default=-1) + 1
     records: list[dict] = [{}] * n
     extras: list[Any] = [None] * n
@@ -136,10 +140,19 @@ def score_batches(
         for first in range(0, len(chunks), ranks.world_size):
             this_round = chunks[first : first + ranks.world_size]
             mine = this_round[ranks.rank] if ranks.rank < len(this_round) else []
-            scored = list(score_chunk(mine)) if len(mine) else []
-            for items, results in zip(this_round, ranks.gather(scored), strict=False):
+            name = chunk_name(call, first + ranks.rank)
+            scored = (ctx.kept_chunk(name, mine) or list(score_chunk(mine))) if mine else []
+            for c, (items, results) in enumerate(
+                zip(this_round, ranks.gather(scored), strict=False)
+            ):
+                ctx.keep_chunk(chunk_name(call, first + c), items, results)
                 for i, (record, extra) in zip(items, results, strict=True):
                     records[i], extras[i] = record, extra
                     ctx.sample(record)
                 advance(len(items))
     return records, extras
+
+
+def chunk_name(call: int, chunk: int) -> str:
+    """The file a run keeps chunk `chunk` of its scoring call `call` in (RunContext.keep_chunk)."""
+    return f"{call:02d}-{chunk:05d}.npz"

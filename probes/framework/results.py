@@ -11,6 +11,9 @@
         texts.npz       the token ids (and documents) each pair or text was scored on, and the
                         strings of the ids used (probes/framework/token_strings.py)
         *.png           plots
+        chunks/         while it runs: each scoring call's results, so that a resumed diagnose
+                        does not score them again (probes/framework/scored_chunks.py); removed
+                        when it finishes
 
 JSON is written with sorted keys, non-finite floats as null (`txl.io.json_safe`, the project's one
 NaN policy), atomically (`txl.io.atomic_write`). The directory is created only after every input
@@ -30,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from probes.framework import scored_chunks
 from txl import files
 from txl.files import FileRefused
 from txl.io import atomic_write, atomic_write_with, json_safe
@@ -141,6 +145,11 @@ class RunDir:
             self._samples.write(dumps(record, indent=None) + "\n")
             self._samples.flush()
 
+    def write_chunk(self, name: str, items: list[int], results: list) -> None:
+        """One scoring call's results, kept until the run finishes (probes.framework.scored_chunks)."""
+        with self.writing(f"{scored_chunks.FOLDER}/{name}"):
+            scored_chunks.write(self.path, name, items, results)
+
     def write_npz(self, name: str, arrays: dict[str, np.ndarray]) -> None:
         for key, arr in arrays.items():
             if np.asarray(arr).dtype == object:
@@ -200,6 +209,7 @@ class RunDir:
         """The run ended: "complete", or "failed-check" when one of its own checks failed."""
         with self.writing("samples.jsonl"):  # its last bytes on disk before "complete"
             self._close_samples()
+        scored_chunks.remove(self.path)
         record["status"] = "complete" if passed else "failed-check"
         record["elapsed_s"] = elapsed_s
         record["peak_rss_mb"] = peak_rss_mb()

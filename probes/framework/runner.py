@@ -34,7 +34,7 @@ from probes.api.model import geometry as geometry_of
 from probes.api.model import horizon as horizon_of
 from probes.api.model import row_bytes
 from probes.api.probe_base import ProbeInputError, ProbeNotApplicable, RunContext
-from probes.framework import provenance, token_strings
+from probes.framework import provenance, scored_chunks, token_strings
 from probes.framework.background_imports import start_background_imports
 from probes.framework.kernels import KernelsError
 from probes.framework.models import ModelCache, model_name, model_sources
@@ -252,13 +252,14 @@ def execute(
     """Create the run directory (under `out`, default: the prepared --out) and run. From here
     a failure is internal, an interruption, or a file the disk refused (ProbeInputError naming
     it: disk full, read-only), and run.json records the status. `kept`: an interrupted run of
-    this very measurement and its samples, for a probe that `resumes_from_samples` (run.json
-    records where they came from)."""
+    this very measurement and its samples, for a probe that `resumes()` (its samples, or the
+    chunks it scored: run.json records where they came from and how many chunks were taken)."""
     p = prepared
     lm = p.ctx.model
     options = p.options if out is None else dataclasses.replace(p.options, out=str(out))
     if kept is not None:
         p.ctx.kept_samples = list(kept[1])
+        p.ctx.kept_chunks = scored_chunks.Kept(kept[0])
     if p.ctx.ranks is not None and not p.ctx.ranks.is_main:
         return _execute(p, None, options)  # its share of the scoring; rank 0 writes
     try:
@@ -305,6 +306,8 @@ def _execute(
                 plots = [draw(run_dir.path) for draw in outcome.plots]
             summary = _summary(p, outcome, run_dir, plots, started)
             run_dir.write_json("summary.json", summary.to_dict())
+            if kept is not None:
+                record["kept_samples"]["chunks"] = ctx.kept_chunks.taken
             run_dir.finish(record, passed=summary.passed, elapsed_s=summary.elapsed_s)
             return summary
 

@@ -92,20 +92,23 @@ def finished(run: SuiteRun, runs_dir: Path) -> dict | None:
 
 
 def interrupted(run: SuiteRun, runs_dir: Path) -> tuple[Path, list[dict]] | None:
-    """The newest interrupted (or killed) run of this very probe run in `runs_dir` and its
-    samples, for a probe that resumes from them; None when there is none or it wrote none."""
-    if not run.plan.cls.resumes_from_samples:
+    """The interrupted (or killed) run of this very probe run in `runs_dir` that got furthest
+    (the most samples; the newest of equals) and its samples, for a probe that `resumes()`; None
+    when there is none or none wrote a sample. An attempt interrupted again moments after it
+    resumed holds less than the one it resumed from."""
+    if not run.plan.cls.resumes():
         return None
-    stopped = [path for path, state in same_measurement(run, runs_dir)
-               if state in ("interrupted", "dead")]  # fmt: skip
-    for path in reversed(stopped):
+    best: tuple[Path, list[dict]] | None = None
+    for path, state in same_measurement(run, runs_dir):
+        if state not in ("interrupted", "dead"):
+            continue
         try:
             samples = load_samples(path)
         except (FileRefused, OSError):
             continue
-        if samples:
-            return path, samples
-    return None
+        if samples and (best is None or len(samples) >= len(best[1])):
+            best = path, samples
+    return best
 
 
 def resumed_options(path: Path) -> dict[str, Any]:
