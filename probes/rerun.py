@@ -34,10 +34,11 @@ from probes.framework import kernels
 from probes.framework.models import PACKAGE_MODELS, shipped_by_sha256
 from probes.framework.options import RunOptions
 from probes.framework.provenance import machine
-from probes.framework.results import FINISHED, check_shape, load_run
+from probes.framework.results import FINISHED, check_shape, load_run, read_json
 from probes.framework.runner import run
 from probes.suite.one import diagnose
 from probes.suite.several import diagnose_models
+from probes.suite.store import recorded_options, resumed_options
 
 # timings, where things lie ("runs": diagnose's sub-run paths, "path": a model's) and prose
 # (documentation strings may be reworded without any number changing)
@@ -83,6 +84,7 @@ def rerun(
     allow_file_probes: bool = False,
     plot: Callable[[Path, dict], str | None] | None = None,
     kernels_mode: str | None = None,
+    resume: Path | None = None,
 ) -> dict:
     """Repeat the run of `run_dir` (a `probe run` or a `probe diagnose` directory) and compare.
     Raises ProbeInputError (one line) for a directory that cannot be repeated. A run.json that
@@ -90,7 +92,9 @@ def rerun(
     it runs its code, and a run directory may come from anyone. `plot`: a rerun diagnose's
     figure, as `diagnose` takes it. `kernels_mode`: compute with these kernels instead of the
     recorded ones (the process must have them: `probe rerun --kernels` restarts into them), to
-    see what they change or to record a run again under them."""
+    see what they change or to record a run again under them. `resume`: the unfinished
+    diagnose an earlier rerun of this diagnose left (interrupted, killed): finished there, with
+    the options and kernels it recorded, then compared (`finish_rerun`)."""
 
     out = RunOptions.out if out is None else out  # never run.json's: it may come from anyone
     record, original = load_run(run_dir)
@@ -101,7 +105,19 @@ def rerun(
             "compared"
         )
     argv = ["probe", "rerun", str(run_dir)]
-    if record.get("command") == "diagnose":
+    if resume is not None and record.get("command") != "diagnose":
+        raise ProbeInputError(
+            f"--resume finishes an interrupted rerun of a diagnose; {str(run_dir)!r} is a probe "
+            "run, which reruns whole: drop --resume"
+        )
+    if resume is not None:
+        check_shape(Path(run_dir) / "run.json", record, {"options": dict})
+        argv += ["--resume", str(resume)]
+        kwargs = resumed_options(Path(resume))  # the model it used, for the notes
+        new = finish_rerun(record, Path(resume), progress, plot, argv)
+        kernels_mode = kwargs.get("kernels") or "native"
+        passed = bool(new["passed"])
+    elif record.get("command") == "diagnose":
         check_shape(Path(run_dir) / "run.json", record, {"options": dict})
         kwargs = dict(record["options"])
         kwargs.update(_recorded_cache(record))
@@ -160,6 +176,39 @@ def rerun(
         + _added(added),
         "passed": match != "differ" and passed,
     }
+
+
+def finish_rerun(record: dict, partial: Path, progress, plot, argv: list[str]) -> dict:
+    """Finish `partial`, the unfinished diagnose a rerun of the diagnose recorded in `record`
+    started, with the options, thread count and kernels it recorded (as `probe diagnose
+    --resume` does), and return its summary. ProbeInputError (one line) when it is not an
+    unfinished diagnose or not a rerun of this one (another option or model file), or when this
+    process has not its kernels."""
+    values = resumed_options(partial)
+    theirs = read_json(partial / "run.json")
+    ours = recorded_options(record)
+    for key in sorted(set(ours) | set(values)):
+        if key in ("out", "threads", "kernels", "model"):
+            continue  # where it runs; the count and kernels it records; models by sha256 below
+        if ours.get(key) != values.get(key):
+            raise ProbeInputError(
+                f"--resume {str(partial)!r} is not a rerun of this diagnose (its {key} is "
+                f"{values.get(key)!r}, this one's {ours.get(key)!r}); give the directory "
+                "`probe rerun` started for it"
+            )
+    if _group_shas(theirs) != _group_shas(record):
+        raise ProbeInputError(
+            f"--resume {str(partial)!r} is not a rerun of this diagnose (its model files "
+            "differ); give the directory `probe rerun` started for it"
+        )
+    skip = values.pop("skip")
+    return diagnose(skip=skip, progress=progress, argv=argv, resume=partial, plot=plot, **values)
+
+
+def _group_shas(record: dict) -> list:
+    """The sha256 of each model a diagnose's run.json names (the diagnosed one first)."""
+    infos = record.get("group") or [record.get("model") or {}]
+    return [i.get("sha256") if isinstance(i, dict) else None for i in infos]
 
 
 def rerun_options(run_json: dict) -> tuple[str, dict[str, Any]]:

@@ -483,3 +483,63 @@ def test_a_resumed_diagnose_takes_back_the_chunks_an_interrupted_probe_scored(
                 assert x[f].dtype == y[f].dtype and np.array_equal(x[f], y[f], equal_nan=True), f
     assert not (whole / "chunks").exists() and not (resumed / "chunks").exists()
     assert len(list((stopped / "chunks").glob("*.npz"))) == 2
+
+
+def test_an_interrupted_rerun_of_a_diagnose_is_finished_by_rerun_resume_and_compared(
+    models, tmp_path, monkeypatch
+):
+    """`probe rerun DIR` stopped inside a probe, then `probe rerun DIR --resume PARTIAL`: the
+    partial diagnose is finished where it began (its finished chunks taken back) and compared
+    with DIR, exactly; what cannot be finished so is refused in one line."""
+    from probes.api.probe_base import RunContext
+    from probes.engine import rows
+
+    monkeypatch.setattr(rows, "max_rows", lambda model, geometry: 4)
+    skip = probe_smoke.skip_all_but("boundary", "fact-swap")
+    r = invoke("diagnose", "--model", models["m"], "--quick", *skip, "--out", tmp_path / "orig",
+               "--json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    orig = json.loads(r.stdout)["run_dir"]
+
+    real_keep = RunContext.keep_chunk
+    kept = []
+
+    def stops_in_the_second_probe(self, call, items, results):
+        real_keep(self, call, items, results)
+        kept.append(self.run_dir.path.parent.parent.name)
+        if kept.count("fact-swap") == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunContext, "keep_chunk", stops_in_the_second_probe)
+    r = CliRunner().invoke(cli, ["rerun", orig, "--out", str(tmp_path / "cut")])
+    assert r.exit_code == 130
+    monkeypatch.setattr(RunContext, "keep_chunk", real_keep)
+    (partial,) = (tmp_path / "cut" / "diagnose").glob("*/*")
+
+    other = invoke("diagnose", "--model", models["m"], "--quick", *skip, "--distance", "30-40",
+                   "--out", tmp_path / "other", "--json")  # fmt: skip
+    probe_run = next((Path(orig) / "runs" / "fact-swap").glob("*/*"))
+    for args, says in [
+        ((orig, "--resume", partial, "--out", tmp_path), "drop --out"),
+        ((orig, "--resume", partial, "--kernels", "native"), "drop --kernels"),
+        ((orig, probe_run, "--resume", partial), "one RUN_DIR"),
+        ((probe_run, "--resume", partial), "reruns whole"),
+        ((orig, "--resume", orig), "nothing to resume"),
+        ((json.loads(other.stdout)["run_dir"], "--resume", partial), "not a rerun of this"),
+        ((orig, "--resume", tmp_path / "nowhere"), "not a run directory"),
+    ]:
+        r = CliRunner().invoke(cli, ["rerun", *map(str, args)])
+        assert r.exit_code == 2 and says in r.output, (args, r.output)
+        assert len(r.output.strip().splitlines()) == 1
+
+    r = invoke("rerun", orig, "--resume", partial, "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["match"] == "exact" and doc["differences"] == [] and doc["passed"]
+    assert Path(doc["rerun"]).resolve() == partial.resolve()
+    record = json.loads((partial / "run.json").read_text())
+    assert record["status"] == "complete" and len(record["resumed_utc"]) == 1
+    assert record["argv"][-2:] == ["--resume", str(partial)]
+    (swap,) = [p for p in (partial / "runs" / "fact-swap").glob("*/*")
+               if json.loads((p / "run.json").read_text())["status"] == "complete"]  # fmt: skip
+    assert json.loads((swap / "run.json").read_text())["kept_samples"]["chunks"] == 2

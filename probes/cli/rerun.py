@@ -39,6 +39,13 @@ RECORD = "run.json"
     help="Compute with these CPU float kernels instead of the recorded ones: what they change, "
     "or a run recorded again under them. [default: the recorded ones]",
 )
+@click.option(
+    "--resume",
+    default=None,
+    metavar="DIR",
+    help="Finish the diagnose an interrupted rerun of RUN_DIR left in DIR (with the options and "
+    "kernels it began with), then compare.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--quiet", is_flag=True, help="No progress or logs on stderr.")
 @click.option(
@@ -50,6 +57,7 @@ def rerun_command(
     paths: tuple[str, ...],
     out: str | None,
     kernels: str | None,
+    resume: str | None,
     as_json: bool,
     quiet: bool,
     allow_file_probes: bool,
@@ -57,8 +65,10 @@ def rerun_command(
     """Repeat runs from their run.json and say whether the numbers match (exit 1 if any do
     not). A directory without run.json stands for every run directory beneath it."""
     runs = run_directories(paths)
+    if resume is not None:
+        _check_resume(runs, out, kernels, resume)
     if len(runs) == 1:
-        _rerun_here(runs[0], out, kernels, as_json, quiet, allow_file_probes)
+        _rerun_here(runs[0], out, kernels, as_json, quiet, allow_file_probes, resume)
         return
     flags = [*(["--out", out] if out is not None else []), "--json", "--quiet"]
     flags += ["--kernels", kernels] if kernels is not None else []
@@ -120,6 +130,16 @@ def _beneath(path: Path) -> tuple[list[Path], int]:
     return sorted(runs), links
 
 
+def _check_resume(runs: list[Path], out: str | None, kernels: str | None, resume: str) -> None:
+    """`--resume DIR` finishes one rerun where it began, with the kernels it began with."""
+    if len(runs) != 1:
+        raise BadInput(f"--resume finishes one rerun; give one RUN_DIR, not {len(runs)}")
+    if out is not None:
+        raise BadInput("--resume finishes the rerun in its own directory; drop --out")
+    if kernels is not None:
+        raise BadInput("--resume computes with the kernels the rerun began with; drop --kernels")
+
+
 def _rerun_here(
     run_dir: Path,
     out: str | None,
@@ -127,8 +147,10 @@ def _rerun_here(
     as_json: bool,
     quiet: bool,
     allow_file_probes: bool,
+    resume: str | None = None,
 ) -> None:
-    """One rerun in this process, under the kernels the run recorded (or `kernels`)."""
+    """One rerun in this process, under the kernels the run recorded (or `kernels`, or those
+    of the rerun it `resume`s)."""
     from probes.api.probe_base import ProbeInputError
     from probes.framework.progress import Progress
     from probes.framework.results import (
@@ -137,7 +159,7 @@ def _rerun_here(
     )
 
     try:
-        record, _ = load_run(run_dir)
+        record, _ = load_run(run_dir if resume is None else Path(resume))
     except RunDirError as e:
         raise BadInput(str(e)) from None
     options = record.get("options")
@@ -157,6 +179,7 @@ def _rerun_here(
             allow_file_probes=allow_file_probes,
             plot=suite_plot,
             kernels_mode=kernels,
+            resume=None if resume is None else Path(resume),
         )
     except (ProbeInputError, RunDirError) as e:
         raise BadInput(str(e)) from None

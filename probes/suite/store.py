@@ -131,13 +131,19 @@ def resumed_options(path: Path) -> dict[str, Any]:
         raise ProbeInputError(f"--resume {str(path)!r}: a process still runs in it")
     if state in ("complete", "failed-check"):
         raise ProbeInputError(f"--resume {str(path)!r} finished ({state}): nothing to resume")
-    given = record["options"]
-    values = {k: given[k] for k in OPTIONS if k in given}
+    values = recorded_options(record)
     values["out"] = str(Path(path).resolve().parents[2])  # <out>/diagnose/<model>/<run>: moved
-    values["distance"] = None if given.get("distance", "auto") == "auto" else given["distance"]
-    values["skip"] = tuple(given.get("skip", ()))
     if values.get("threads") is None:
         values["threads"] = _finished_threads(Path(path))
+    return values
+
+
+def recorded_options(record: dict) -> dict[str, Any]:
+    """The `diagnose` options a diagnose's run.json recorded (`distance` None for auto bins)."""
+    given = record["options"]
+    values = {k: given[k] for k in OPTIONS if k in given}
+    values["distance"] = None if given.get("distance", "auto") == "auto" else given["distance"]
+    values["skip"] = tuple(given.get("skip", ()))
     return values
 
 
