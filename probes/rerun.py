@@ -113,8 +113,8 @@ def rerun(
     if resume is not None:
         check_shape(Path(run_dir) / "run.json", record, {"options": dict})
         argv += ["--resume", str(resume)]
-        kwargs = resumed_options(Path(resume))  # the model it used, for the notes
-        new = finish_rerun(record, Path(resume), progress, plot, argv)
+        kwargs = resumed_options(Path(resume))
+        new = finish_rerun(record, Path(resume), dict(kwargs), progress, plot, argv)
         kernels_mode = kwargs.get("kernels") or "native"
         passed = bool(new["passed"])
     elif record.get("command") == "diagnose":
@@ -178,13 +178,14 @@ def rerun(
     }
 
 
-def finish_rerun(record: dict, partial: Path, progress, plot, argv: list[str]) -> dict:
+def finish_rerun(
+    record: dict, partial: Path, values: dict, progress, plot, argv: list[str]
+) -> dict:
     """Finish `partial`, the unfinished diagnose a rerun of the diagnose recorded in `record`
-    started, with the options, thread count and kernels it recorded (as `probe diagnose
-    --resume` does), and return its summary. ProbeInputError (one line) when it is not an
-    unfinished diagnose or not a rerun of this one (another option or model file), or when this
-    process has not its kernels."""
-    values = resumed_options(partial)
+    started, with the options, thread count and kernels it recorded (`values`: its
+    `resumed_options`), as `probe diagnose --resume` does, and return its summary.
+    ProbeInputError (one line) when it is not a rerun of this one (another option or model
+    file), or when this process has not its kernels."""
     theirs = read_json(partial / "run.json")
     ours = recorded_options(record)
     for key in sorted(set(ours) | set(values)):
