@@ -34,8 +34,16 @@ from probes.framework import kernels
 from probes.framework.models import PACKAGE_MODELS, shipped_by_sha256
 from probes.framework.options import RunOptions
 from probes.framework.provenance import machine
-from probes.framework.results import FINISHED, check_shape, load_run, read_json
-from probes.framework.runner import run
+from probes.framework.results import (
+    FINISHED,
+    RunDirError,
+    check_shape,
+    load_run,
+    load_samples,
+    read_json,
+    status,
+)
+from probes.framework.runner import execute, prepare, run
 from probes.suite.one import diagnose
 from probes.suite.several import diagnose_models
 from probes.suite.store import recorded_options, resumed_options
@@ -92,9 +100,11 @@ def rerun(
     it runs its code, and a run directory may come from anyone. `plot`: a rerun diagnose's
     figure, as `diagnose` takes it. `kernels_mode`: compute with these kernels instead of the
     recorded ones (the process must have them: `probe rerun --kernels` restarts into them), to
-    see what they change or to record a run again under them. `resume`: the unfinished
-    diagnose an earlier rerun of this diagnose left (interrupted, killed): finished there, with
-    the options and kernels it recorded, then compared (`finish_rerun`)."""
+    see what they change or to record a run again under them. `resume`: the unfinished run an
+    earlier rerun of this one left (interrupted, killed), finished with the options and kernels
+    it recorded, then compared: a diagnose in its own directory (`finish_rerun`), a probe run
+    in a new directory beside it that takes back the chunks it scored
+    (`resumed_probe_options`)."""
 
     out = RunOptions.out if out is None else out  # never run.json's: it may come from anyone
     record, original = load_run(run_dir)
@@ -105,12 +115,7 @@ def rerun(
             "compared"
         )
     argv = ["probe", "rerun", str(run_dir)]
-    if resume is not None and record.get("command") != "diagnose":
-        raise ProbeInputError(
-            f"--resume finishes an interrupted rerun of a diagnose; {str(run_dir)!r} is a probe "
-            "run, which reruns whole: drop --resume"
-        )
-    if resume is not None:
+    if resume is not None and record.get("command") == "diagnose":
         check_shape(Path(run_dir) / "run.json", record, {"options": dict})
         argv += ["--resume", str(resume)]
         kwargs = resumed_options(Path(resume))
@@ -143,9 +148,16 @@ def rerun(
                 f"{str(run_dir)!r}: run.json names the probe file {spec!r}; rerun imports a file "
                 "(and runs its code) only with --allow-file-probes"
             )
-        kwargs["out"] = out
-        kwargs["kernels"] = kernels_mode or kwargs.get("kernels")
-        summary = run(spec, progress=progress, argv=argv, **kwargs)
+        if resume is None:
+            kwargs["out"] = out
+            kwargs["kernels"] = kernels_mode or kwargs.get("kernels")
+            summary = run(spec, progress=progress, argv=argv, **kwargs)
+        else:
+            argv += ["--resume", str(resume)]
+            kwargs = resumed_probe_options(record, spec, kwargs, Path(resume))
+            kernels_mode = kwargs.get("kernels") or "native"
+            kept = (Path(resume), load_samples(Path(resume)))
+            summary = execute(prepare(spec, progress=progress, argv=argv, **kwargs), kept=kept)
         new = summary.to_dict()
         passed = summary.passed
     else:
@@ -204,6 +216,60 @@ def finish_rerun(
         )
     skip = values.pop("skip")
     return diagnose(skip=skip, progress=progress, argv=argv, resume=partial, plot=plot, **values)
+
+
+def resumed_probe_options(record: dict, spec: str, ours: dict, partial: Path) -> dict:
+    """The keyword arguments of `run` that finish `partial`, the probe run a rerun of the run
+    recorded in `record` (`spec`, its `rerun_options` `ours`) started and did not finish: the
+    options, thread count and kernels it began with, its new directory beside it. ProbeInputError
+    (one line) when it is not such a run (another probe, option or model file, or scored by
+    another version of the probe), a process still runs in it, it finished, or its probe keeps
+    nothing of an interrupted run."""
+    try:
+        theirs, _ = load_run(partial)
+    except RunDirError as e:
+        raise ProbeInputError(f"--resume {str(partial)!r}: {e}") from None
+    if not isinstance(theirs.get("probe"), dict) or not isinstance(theirs.get("options"), dict):
+        raise ProbeInputError(
+            f"--resume {str(partial)!r} is not a probe run directory; give the one `probe "
+            "rerun` started for this run"
+        )
+    check_shape(partial / "run.json", theirs, {"options": dict, "params": dict})
+    state = status(partial, theirs)
+    if state == "running":
+        raise ProbeInputError(f"--resume {str(partial)!r}: a process still runs in it")
+    if state in FINISHED:
+        raise ProbeInputError(f"--resume {str(partial)!r} finished ({state}): nothing to resume")
+    their_spec, values = rerun_options(theirs)
+
+    def not_this(why: str) -> ProbeInputError:
+        return ProbeInputError(
+            f"--resume {str(partial)!r} is not a rerun of this run ({why}); give the directory "
+            "`probe rerun` started for it"
+        )
+
+    if their_spec != spec:
+        raise not_this(f"its probe is {their_spec!r}, this one's {spec!r}")
+    for key in sorted(set(ours) | set(values)):
+        if key in ("out", "kernels", "model"):
+            continue  # where it runs and the kernels it records; the model by sha256 below
+        if ours.get(key) != values.get(key):
+            raise not_this(f"its {key} is {values.get(key)!r}, this one's {ours.get(key)!r}")
+    if _group_shas(theirs) != _group_shas(record):
+        raise not_this("its model files differ")
+    cls = registry.get(spec)
+    if theirs["probe"].get("version") != cls.version:
+        raise ProbeInputError(
+            f"--resume {str(partial)!r} was scored by version {theirs['probe'].get('version')!r} "
+            f"of probe {cls.name}, this installation has {cls.version}; rerun without --resume"
+        )
+    if not cls.resumes():
+        raise ProbeInputError(
+            f"--resume: probe {cls.name} keeps nothing of an interrupted run; rerun without "
+            "--resume"
+        )
+    values["out"] = str(partial.resolve().parents[2])  # <out>/<probe>/<model>/<run>: moved
+    return values
 
 
 def _group_shas(record: dict) -> list:

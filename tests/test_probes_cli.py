@@ -235,6 +235,80 @@ def test_list_json_and_report_and_rerun(model, tmp_path):
     assert any("columns" in note for note in res["notes"])
 
 
+def test_an_interrupted_rerun_of_a_probe_run_is_finished_by_rerun_resume_and_compared(
+    model, tmp_path, monkeypatch
+):
+    """`probe rerun RUN` stopped after its second scoring chunk, then `probe rerun RUN --resume
+    PARTIAL`: a new run beside PARTIAL takes its chunks back, scores only the rest, and equals
+    RUN bit for bit (summary, samples, per-token arrays); a PARTIAL that is not an unfinished
+    rerun of RUN is refused in one line."""
+    import numpy as np
+
+    from probes.api.probe_base import RunContext
+    from probes.engine import rows
+
+    monkeypatch.setattr(rows, "max_rows", lambda model, geometry: 4)  # one or two pairs a call
+
+    def run(out, *extra):
+        r = invoke(["run", "fact-swap", "--model", model, "--out", str(tmp_path / out), "--json",
+                    *FAST, *extra])  # fmt: skip
+        assert r.exit_code == 0, r.stderr
+        return json.loads(r.stdout)["run_dir"]
+
+    orig = run("orig")
+    scored: list[list[int]] = []
+    real_kept, real_keep = RunContext.kept_chunk, RunContext.keep_chunk
+
+    def counted(self, call, items):
+        got = real_kept(self, call, items)
+        if got is None:
+            scored.append(list(items))
+        return got
+
+    def stops_after_the_second(self, call, items, results):
+        real_keep(self, call, items, results)
+        if len(scored) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunContext, "kept_chunk", counted)
+    monkeypatch.setattr(RunContext, "keep_chunk", stops_after_the_second)
+    r = CliRunner().invoke(cli, ["rerun", orig, "--out", str(tmp_path / "cut"), "--quiet"])
+    assert r.exit_code == 130
+    monkeypatch.setattr(RunContext, "keep_chunk", real_keep)
+    (partial,) = run_dirs(tmp_path / "cut")
+    first_two = list(scored)
+
+    for args, says in [
+        ((run("other", "--mem", "8"), "--resume", partial), "its mem is"),
+        ((orig, "--resume", orig), "nothing to resume"),
+        ((orig, "--resume", tmp_path / "nowhere"), "not a run directory"),
+        ((orig, "--resume", partial, "--kernels", "native"), "drop --kernels"),
+    ]:
+        r = CliRunner().invoke(cli, ["rerun", *map(str, args)])
+        assert r.exit_code == 2 and says in r.output, (args, r.output)
+        assert len(r.output.strip().splitlines()) == 1
+
+    scored.clear()
+    r = invoke(["rerun", orig, "--resume", str(partial), "--json", "--quiet"])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["match"] == "exact" and doc["differences"] == [] and doc["passed"]
+    resumed = Path(doc["rerun"])
+    assert resumed.parent == partial.parent and resumed != partial
+    assert scored and not any(items in scored for items in first_two)  # not scored again
+    record = json.loads((resumed / "run.json").read_text())
+    assert record["kept_samples"]["chunks"] == 2
+    assert (resumed / record["kept_samples"]["from"]).resolve() == partial.resolve()
+    assert record["argv"][-2:] == ["--resume", str(partial)]
+    assert (Path(orig) / "samples.jsonl").read_text() == (resumed / "samples.jsonl").read_text()
+    for file in ("tokens.npz", "texts.npz"):
+        with np.load(Path(orig) / file) as x, np.load(resumed / file) as y:
+            assert sorted(x.files) == sorted(y.files)
+            for f in x.files:
+                assert x[f].dtype == y[f].dtype and np.array_equal(x[f], y[f], equal_nan=True), f
+    assert not (resumed / "chunks").exists()
+
+
 @pytest.mark.parametrize("args", [[], ["run"], ["synth"]])
 def test_a_group_without_a_command_prints_its_help_unflattened(args):
     r = invoke(args)

@@ -523,7 +523,7 @@ def test_an_interrupted_rerun_of_a_diagnose_is_finished_by_rerun_resume_and_comp
         ((orig, "--resume", partial, "--out", tmp_path), "drop --out"),
         ((orig, "--resume", partial, "--kernels", "native"), "drop --kernels"),
         ((orig, probe_run, "--resume", partial), "one RUN_DIR"),
-        ((probe_run, "--resume", partial), "reruns whole"),
+        ((probe_run, "--resume", partial), "not a probe run directory"),
         ((orig, "--resume", orig), "nothing to resume"),
         ((json.loads(other.stdout)["run_dir"], "--resume", partial), "not a rerun of this"),
         ((orig, "--resume", tmp_path / "nowhere"), "not a run directory"),

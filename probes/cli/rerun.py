@@ -43,8 +43,8 @@ RECORD = "run.json"
     "--resume",
     default=None,
     metavar="DIR",
-    help="Finish the diagnose an interrupted rerun of RUN_DIR left in DIR (with the options and "
-    "kernels it began with), then compare.",
+    help="Finish the run an interrupted rerun of RUN_DIR left in DIR (with the options and "
+    "kernels it began with, keeping what it scored), then compare.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--quiet", is_flag=True, help="No progress or logs on stderr.")
