@@ -31,14 +31,19 @@ from typing import Any
 import numpy as np
 
 
-def atomic_write_with(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
-    """Replace `path` by what `write(tmp)` writes to a fresh temporary path beside it."""
+def atomic_write_with(
+    path: str | os.PathLike, write: Callable[[Path], None], durable: bool = True
+) -> None:
+    """Replace `path` by what `write(tmp)` writes to a fresh temporary path beside it.
+    `durable=False` skips the fsync: for a cache whose reader checks each file and recomputes a
+    damaged one, which a crash of the machine (not of the process) may leave."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         write(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
+        if durable:
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -85,7 +85,7 @@ def write(run_path: Path, name: str, items: list[int], results: list[tuple[dict,
         with open(tmp, "xb") as f:
             np.savez(f, **arrays)
 
-    atomic_write_with(folder / name, save)
+    atomic_write_with(folder / name, save, durable=False)  # a damaged chunk is scored again
 
 
 def decode(arrays: dict[str, np.ndarray]) -> tuple[list[int], list[tuple[dict, Any]]]:
