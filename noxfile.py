@@ -23,6 +23,11 @@ GEMMA_WHEELS = (
 )
 
 
+# pytest-xdist: one worker per core (at most 4), each test file whole on one worker so that its
+# module fixtures (trained tiny models, loaded checkpoints) are built once; `-- -n 0` runs serially
+PARALLEL = ("-n", "auto", "--maxprocesses=4", "--dist", "loadfile")
+
+
 def _install(
     session: nox.Session, *extra: str, constraints: tuple[str, ...] = CONSTRAINTS, extras="test"
 ) -> None:
@@ -44,6 +49,7 @@ def tests(session: nox.Session) -> None:
     _install(session, constraints=HF_CONSTRAINTS, extras="test,text")
     session.run(
         "pytest",
+        *PARALLEL,
         "--hypothesis-profile=ci",
         "--ignore=tests/test_kernels_other_cpus.py",  # minutes under emulation: `nox -s cpus`
         *session.posargs,
@@ -110,6 +116,7 @@ def hf(session: nox.Session) -> None:
     _install(session, constraints=HF_CONSTRAINTS, extras="test,hf,text")
     session.run(
         "pytest",
+        *PARALLEL,
         "--hypothesis-profile=ci",
         "tests/test_adapters_hf.py",
         "tests/test_adapters_hf_exact.py",
