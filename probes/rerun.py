@@ -21,6 +21,7 @@ shipped model whose weights have the recorded sha256 (and noted), else the rerun
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -38,15 +39,22 @@ from probes.framework.results import (
     FINISHED,
     RunDirError,
     check_shape,
+    dumps,
     load_run,
     load_samples,
     read_json,
+    safe_id,
     status,
 )
 from probes.framework.runner import execute, prepare, run
 from probes.suite.one import diagnose
 from probes.suite.several import diagnose_models
-from probes.suite.store import recorded_options, resumed_options
+from probes.suite.store import (
+    planned_measurement,
+    recorded_measurement,
+    recorded_options,
+    resumed_options,
+)
 
 # timings, where things lie ("runs": diagnose's sub-run paths, "path": a model's) and prose
 # (documentation strings may be reworded without any number changing)
@@ -104,7 +112,7 @@ def rerun(
     earlier rerun of this one left (interrupted, killed), finished with the options and kernels
     it recorded, then compared: a diagnose in its own directory (`finish_rerun`), a probe run
     in a new directory beside it that takes back the chunks it scored
-    (`resumed_probe_options`)."""
+    (`check_same_measurement`)."""
 
     out = RunOptions.out if out is None else out  # never run.json's: it may come from anyone
     record, original = load_run(run_dir)
@@ -154,10 +162,15 @@ def rerun(
             summary = run(spec, progress=progress, argv=argv, **kwargs)
         else:
             argv += ["--resume", str(resume)]
-            kwargs = resumed_probe_options(record, spec, kwargs, Path(resume))
-            kernels_mode = kwargs.get("kernels") or "native"
-            kept = (Path(resume), load_samples(Path(resume)))
-            summary = execute(prepare(spec, progress=progress, argv=argv, **kwargs), kept=kept)
+            partial = Path(resume)
+            theirs = unfinished_probe_run(partial)
+            kwargs["kernels"] = kernels_mode = theirs["options"].get("kernels") or "native"
+            if isinstance(theirs.get("threads"), int):  # the count its chunks were scored at
+                kwargs["threads"] = theirs["threads"]
+            kwargs["out"] = str(partial.resolve().parents[2])  # <out>/<probe>/<model>/<run>
+            prepared = prepare(spec, progress=progress, argv=argv, **kwargs)
+            check_same_measurement(prepared, theirs, partial)
+            summary = execute(prepared, kept=(partial, load_samples(partial)))
         new = summary.to_dict()
         passed = summary.passed
     else:
@@ -218,58 +231,73 @@ def finish_rerun(
     return diagnose(skip=skip, progress=progress, argv=argv, resume=partial, plot=plot, **values)
 
 
-def resumed_probe_options(record: dict, spec: str, ours: dict, partial: Path) -> dict:
-    """The keyword arguments of `run` that finish `partial`, the probe run a rerun of the run
-    recorded in `record` (`spec`, its `rerun_options` `ours`) started and did not finish: the
-    options, thread count and kernels it began with, its new directory beside it. ProbeInputError
-    (one line) when it is not such a run (another probe, option or model file, or scored by
-    another version of the probe), a process still runs in it, it finished, or its probe keeps
-    nothing of an interrupted run."""
+def unfinished_probe_run(partial: Path) -> dict:
+    """The run.json of `partial`, the probe run a stopped rerun wrote, for `probe rerun
+    --resume`. ProbeInputError (one line) when it is not a probe run directory where `probe
+    run` writes one (<out>/<probe>/<model>/<run>: its new run goes beside it), a process still
+    runs in it, or it finished."""
     try:
         theirs, _ = load_run(partial)
     except RunDirError as e:
-        raise ProbeInputError(f"--resume {str(partial)!r}: {e}") from None
+        raise ProbeInputError(f"--resume: {e}") from None
     if not isinstance(theirs.get("probe"), dict) or not isinstance(theirs.get("options"), dict):
         raise ProbeInputError(
             f"--resume {str(partial)!r} is not a probe run directory; give the one `probe "
             "rerun` started for this run"
         )
-    check_shape(partial / "run.json", theirs, {"options": dict, "params": dict})
+    try:
+        check_shape(partial / "run.json", theirs, {"params": dict, "model": dict})
+        check_shape(partial / "run.json", theirs["probe"], {"name": str, "version": int})
+        check_shape(partial / "run.json", theirs["model"], {"id": str})
+    except RunDirError as e:
+        raise ProbeInputError(f"--resume: {e}") from None
+    where = partial.resolve()
+    layout = [safe_id(theirs["probe"]["name"]), safe_id(theirs["model"]["id"])]
+    if [where.parent.parent.name, where.parent.name] != layout:
+        raise ProbeInputError(
+            f"--resume {str(partial)!r} is not where `probe rerun` wrote it (<out>/"
+            f"{layout[0]}/{layout[1]}/<run>); give it there"
+        )
     state = status(partial, theirs)
     if state == "running":
         raise ProbeInputError(f"--resume {str(partial)!r}: a process still runs in it")
     if state in FINISHED:
         raise ProbeInputError(f"--resume {str(partial)!r} finished ({state}): nothing to resume")
-    their_spec, values = rerun_options(theirs)
+    return theirs
 
-    def not_this(why: str) -> ProbeInputError:
-        return ProbeInputError(
-            f"--resume {str(partial)!r} is not a rerun of this run ({why}); give the directory "
-            "`probe rerun` started for it"
-        )
 
-    if their_spec != spec:
-        raise not_this(f"its probe is {their_spec!r}, this one's {spec!r}")
-    for key in sorted(set(ours) | set(values)):
-        if key in ("out", "kernels", "model"):
-            continue  # where it runs and the kernels it records; the model by sha256 below
-        if ours.get(key) != values.get(key):
-            raise not_this(f"its {key} is {values.get(key)!r}, this one's {ours.get(key)!r}")
-    if _group_shas(theirs) != _group_shas(record):
-        raise not_this("its model files differ")
-    cls = registry.get(spec)
-    if theirs["probe"].get("version") != cls.version:
-        raise ProbeInputError(
-            f"--resume {str(partial)!r} was scored by version {theirs['probe'].get('version')!r} "
-            f"of probe {cls.name}, this installation has {cls.version}; rerun without --resume"
+def check_same_measurement(prepared, theirs: dict, partial: Path) -> None:
+    """That `partial` (its run.json `theirs`) measured what `prepared`, the rerun about to
+    finish it, measures — the same probe version, parameters, options (but --out and
+    --threads), model files as loaded now, geometry and horizon as resolved now, device, dtype
+    and evaluator — so that the chunks it scored are the ones this run would score; else
+    ProbeInputError (one line) naming the first difference. Its probe must keep what an
+    interrupted run scored."""
+    lm = prepared.model
+    want = {**planned_measurement(prepared), "device": lm.info.device, "dtype": lm.info.dtype,
+            "evaluator": lm.info.evaluator}  # fmt: skip
+    try:
+        got = {**recorded_measurement(theirs), **{k: theirs.get(k) for k in
+               ("device", "dtype", "evaluator")}}  # fmt: skip
+    except (KeyError, TypeError):
+        got = {}
+    differences = diff(json.loads(dumps(got)), json.loads(dumps(want)))
+    if differences:
+        d = differences[0]
+        what = (
+            "its model file differs from the one loaded now"
+            if d["path"].startswith("models")
+            else f"its {d['path'] or 'run.json'} is {d['original']!r}, this rerun's {d['rerun']!r}"
         )
-    if not cls.resumes():
         raise ProbeInputError(
-            f"--resume: probe {cls.name} keeps nothing of an interrupted run; rerun without "
-            "--resume"
+            f"--resume {str(partial)!r} is not an unfinished rerun of this run ({what}); give "
+            "the directory `probe rerun` started for it"
         )
-    values["out"] = str(partial.resolve().parents[2])  # <out>/<probe>/<model>/<run>: moved
-    return values
+    if not prepared.cls.resumes():
+        raise ProbeInputError(
+            f"--resume: probe {prepared.cls.name} keeps nothing of an interrupted run; rerun "
+            "without --resume"
+        )
 
 
 def _group_shas(record: dict) -> list:

@@ -236,22 +236,24 @@ def test_list_json_and_report_and_rerun(model, tmp_path):
 
 
 def test_an_interrupted_rerun_of_a_probe_run_is_finished_by_rerun_resume_and_compared(
-    model, tmp_path, monkeypatch
+    tmp_path, monkeypatch
 ):
     """`probe rerun RUN` stopped after its second scoring chunk, then `probe rerun RUN --resume
     PARTIAL`: a new run beside PARTIAL takes its chunks back, scores only the rest, and equals
-    RUN bit for bit (summary, samples, per-token arrays); a PARTIAL that is not an unfinished
-    rerun of RUN is refused in one line."""
+    RUN bit for bit (summary, samples, per-token arrays), also when RUN was recorded before an
+    option existed; a PARTIAL that is not an unfinished rerun of RUN (another option, a model
+    file changed since, a damaged run.json, a finished run) is refused in one line."""
     import numpy as np
 
     from probes.api.probe_base import RunContext
     from probes.engine import rows
 
     monkeypatch.setattr(rows, "max_rows", lambda model, geometry: 4)  # one or two pairs a call
+    model = tiny_checkpoint(tmp_path / "m", mem_len=16, tgt_len=16)  # rebuilt in place below
 
     def run(out, *extra):
-        r = invoke(["run", "fact-swap", "--model", model, "--out", str(tmp_path / out), "--json",
-                    *FAST, *extra])  # fmt: skip
+        r = invoke(["run", "fact-swap", "--model", str(model), "--out", str(tmp_path / out),
+                    "--json", *FAST, *extra])  # fmt: skip
         assert r.exit_code == 0, r.stderr
         return json.loads(r.stdout)["run_dir"]
 
@@ -278,23 +280,38 @@ def test_an_interrupted_rerun_of_a_probe_run_is_finished_by_rerun_resume_and_com
     (partial,) = run_dirs(tmp_path / "cut")
     first_two = list(scored)
 
-    for args, says in [
-        ((run("other", "--mem", "8"), "--resume", partial), "its mem is"),
-        ((orig, "--resume", orig), "nothing to resume"),
-        ((orig, "--resume", tmp_path / "nowhere"), "not a run directory"),
-        ((orig, "--resume", partial, "--kernels", "native"), "drop --kernels"),
-    ]:
-        r = CliRunner().invoke(cli, ["rerun", *map(str, args)])
-        assert r.exit_code == 2 and says in r.output, (args, r.output)
-        assert len(r.output.strip().splitlines()) == 1
+    damaged = tmp_path / "damaged" / partial.relative_to(tmp_path / "cut")
+    damaged.parent.mkdir(parents=True)
+    record = json.loads((partial / "run.json").read_text())
+    damaged.mkdir()
+    (damaged / "run.json").write_text(json.dumps({**record, "probe": {"version": 2}}))
 
+    def refused(*args):
+        r = CliRunner().invoke(cli, ["rerun", *map(str, args)])
+        assert r.exit_code == 2, (args, r.output)
+        assert len(r.output.strip().splitlines()) == 1, r.output
+        return r.output
+
+    assert "its options.mem is None, this rerun's 8" in refused(run("other", "--mem", "8"),
+                                                              "--resume", partial)  # fmt: skip
+    assert "nothing to resume" in refused(orig, "--resume", orig)
+    assert "not a run directory" in refused(orig, "--resume", tmp_path / "nowhere")
+    assert "drop --kernels" in refused(orig, "--resume", partial, "--kernels", "native")
+    assert "field 'name' is missing" in refused(orig, "--resume", damaged)
+    before = sorted(p.name for p in partial.parent.iterdir())
+
+    # RUN recorded before an option existed: its rerun uses the default, as PARTIAL did
+    path = Path(orig) / "run.json"
+    recorded = json.loads(path.read_text())
+    del recorded["options"]["cache_positions"]
+    path.write_text(json.dumps(recorded))
     scored.clear()
     r = invoke(["rerun", orig, "--resume", str(partial), "--json", "--quiet"])
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["match"] == "exact" and doc["differences"] == [] and doc["passed"]
     resumed = Path(doc["rerun"])
-    assert resumed.parent == partial.parent and resumed != partial
+    assert resumed.parent == partial.parent and resumed.name not in before
     assert scored and not any(items in scored for items in first_two)  # not scored again
     record = json.loads((resumed / "run.json").read_text())
     assert record["kept_samples"]["chunks"] == 2
@@ -307,6 +324,12 @@ def test_an_interrupted_rerun_of_a_probe_run_is_finished_by_rerun_resume_and_com
             for f in x.files:
                 assert x[f].dtype == y[f].dtype and np.array_equal(x[f], y[f], equal_nan=True), f
     assert not (resumed / "chunks").exists()
+
+    # the model file changed since PARTIAL was scored: its chunks are another model's
+    tiny_checkpoint(model, mem_len=16, tgt_len=16, seed=1)
+    before = sorted(p.name for p in partial.parent.iterdir())
+    assert "model file differs" in refused(orig, "--resume", partial)
+    assert sorted(p.name for p in partial.parent.iterdir()) == before  # nothing written
 
 
 @pytest.mark.parametrize("args", [[], ["run"], ["synth"]])

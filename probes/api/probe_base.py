@@ -74,10 +74,11 @@ class RunContext:
     unmatched: int = 0  # pairs that could not be kept aligned in the model's tokens (not scored)
     bins_cut: str = ""  # what auto distance bins were cut to fit the texts, and why (else "")
     ranks: Any = None  # txl.process_rank.ProcessRank under torchrun; None: one process
-    # A resumed diagnose: the samples an interrupted run of this very measurement wrote (a probe
-    # with `resumes_from_samples` skips the work they hold); [] otherwise.
+    # A resumed run (`probe diagnose --resume`, `probe rerun --resume`): the samples an
+    # interrupted run of this very measurement wrote (a probe with `resumes_from_samples` skips
+    # the work they hold); [] otherwise.
     kept_samples: list = field(default_factory=list)
-    # A resumed diagnose: the scored chunks that run left (probes.framework.scored_chunks.Kept),
+    # A resumed run: the scored chunks that run left (probes.framework.scored_chunks.Kept),
     # which `score_batches` takes back instead of scoring them again; None otherwise.
     kept_chunks: Any = None
     scoring_calls: int = 0  # `score_batches` calls so far: each names its chunks' files by it
@@ -140,7 +141,7 @@ class RunContext:
 
     def keep_chunk(self, name: str, items: list[int], results: list) -> None:
         """Keep one scoring call's (record, extra) results in the run directory until the run
-        finishes, for a resumed diagnose (nothing without a run directory)."""
+        finishes, for a resumed run (nothing without a run directory)."""
         if self.run_dir is not None:
             self.run_dir.write_chunk(name, items, results)
 
@@ -210,10 +211,10 @@ class Probe:
     self_checks: ClassVar[tuple[str, ...]] = ()
     # True: the probe scores only through probes.engine.rows.score_batches, so its items can be
     # divided among several processes (txl.process_rank) — others are refused under torchrun —
-    # and a resumed diagnose takes back the chunks an interrupted run of it scored.
+    # and a resumed run takes back the chunks an interrupted run of it scored.
     shards: ClassVar[bool] = False
     # True: the probe can pick up an interrupted run of itself from that run's samples
-    # (`ctx.kept_samples`: each sample holds one step's results whole), so a resumed diagnose
+    # (`ctx.kept_samples`: each sample holds one step's results whole), so a resumed run
     # does not redo them. A probe that neither shards nor does this starts over.
     resumes_from_samples: ClassVar[bool] = False
     # Set by @probe(..., diagnose=N): its place in `probe diagnose` (None: not part of it).
@@ -239,7 +240,7 @@ class Probe:
 
     @classmethod
     def resumes(cls) -> bool:
-        """Whether an interrupted run of this probe leaves work a resumed diagnose takes back
+        """Whether an interrupted run of this probe leaves work a resumed run takes back
         (its scored chunks, or its samples)."""
         return cls.shards or cls.resumes_from_samples
 

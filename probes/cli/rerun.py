@@ -135,7 +135,7 @@ def _check_resume(runs: list[Path], out: str | None, kernels: str | None, resume
     if len(runs) != 1:
         raise BadInput(f"--resume finishes one rerun; give one RUN_DIR, not {len(runs)}")
     if out is not None:
-        raise BadInput("--resume finishes the rerun in its own directory; drop --out")
+        raise BadInput("--resume finishes the rerun where it began (beside it); drop --out")
     if kernels is not None:
         raise BadInput("--resume computes with the kernels the rerun began with; drop --kernels")
 

@@ -7,7 +7,7 @@ into one (R, N) batch (padding: the pad token, doc id −1, nothing scored).
 
 `score_batches` is the loop: items (pairs, texts) in a given order, as many per scoring call as
 the model's `max_rows` allows for the rows each item needs, one sample line per item appended as
-the run goes, each call's results kept in the run directory until it finishes (a resumed diagnose
+the run goes, each call's results kept in the run directory until it finishes (a resumed run
 takes a kept call back instead of scoring it: probes/framework/scored_chunks.py), and the
 progress bar advanced per call. Under several processes
 (txl.process_rank) the calls are the same chunks, dealt out to the ranks in turn and

@@ -11,7 +11,7 @@
         texts.npz       the token ids (and documents) each pair or text was scored on, and the
                         strings of the ids used (probes/framework/token_strings.py)
         *.png           plots
-        chunks/         while it runs: each scoring call's results, so that a resumed diagnose
+        chunks/         while it runs: each scoring call's results, so that a resumed run
                         does not score them again (probes/framework/scored_chunks.py); removed
                         when it finishes
 

@@ -1,14 +1,14 @@
-"""Scored chunks: what a run keeps of each scoring call while it goes, so that a resumed diagnose
+"""Scored chunks: what a run keeps of each scoring call while it goes, so that a resumed run
 takes them back instead of scoring them again.
 
 A probe that scores through `probes.engine.rows.score_batches` scores its items in fixed chunks
 (the same items, in the same order, for the same plan), each chunk one call whose results do not
 depend on any other call. After each call the run writes `chunks/<call>-<chunk>.npz` in its
 directory: the chunk's items, its records and each item's per-token extras. A run that finishes
-removes the folder (tokens.npz and samples.jsonl hold what it had). A resumed diagnose hands the
-interrupted run's folder to the new run (`Kept`), which takes a chunk back only when the file
-names exactly the items the new plan puts in it, so a kept chunk gives the numbers its scoring
-would have: the records (NaN included) and arrays (dtype included) come back bit for bit.
+removes the folder (tokens.npz and samples.jsonl hold what it had). A resumed run (`probe
+diagnose --resume`, `probe rerun --resume`) hands the interrupted run's folder to the new run
+(`Kept`), which takes a chunk back only when the file names exactly the items the new plan puts
+in it, so a kept chunk gives the numbers its scoring would have: the records (NaN included) and arrays (dtype included) come back bit for bit.
 
 The file is a plain .npz read with allow_pickle=False: `records` (JSON text, NaN kept), `items`,
 `extras` (JSON: each extra's shape — null, an array's key, or an object of them) and the arrays.

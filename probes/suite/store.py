@@ -50,30 +50,39 @@ def start_record(opts, skip, argv, **fields: Any) -> dict[str, Any]:
 NOT_IDENTITY = ("out", "threads")
 
 
-def identity(name: str, version: Any, params: Any, options: dict, models: list, seen) -> str:
+def measurement(name: str, version: Any, params: Any, options: dict, models: list, seen) -> dict:
     """What makes two probe runs the same measurement. A change of the code within one probe
     version is not seen here but through `seen` (the geometry and horizon the run resolved),
     and a probe's version marks a change of what it measures."""
     kept = {k: v for k, v in options.items() if k not in NOT_IDENTITY}
-    return dumps({"probe": [name, version], "params": params, "options": kept, "models": models,
-                  "seen": seen})  # fmt: skip
+    return {"probe": [name, version], "params": params, "options": kept, "models": models,
+            "seen": seen}  # fmt: skip
+
+
+def planned_measurement(p) -> dict:
+    """The measurement of a prepared run (runner.Prepared): the model files it loaded."""
+    models = [m.info.sha256 for m in ([p.model, *p.ctx.group[1:]] if p.ctx.group else [p.model])]
+    seen = [p.ctx.geometry.to_dict(), p.ctx.horizon.to_dict()]
+    return measurement(p.cls.name, p.cls.version, params_mod.to_dict(p.params),
+                       p.options.record(), models, seen)  # fmt: skip
+
+
+def recorded_measurement(rec: dict) -> dict:
+    """The measurement a probe run's run.json records (KeyError or TypeError: not one)."""
+    shas = [rec["model"]["sha256"]] + [g["sha256"] for g in rec.get("group", [])[1:]]
+    return measurement(rec["probe"]["name"], rec["probe"]["version"], rec["params"],
+                       rec["options"], shas, [rec["geometry"], rec["horizon"]])  # fmt: skip
 
 
 def same_measurement(run: SuiteRun, runs_dir: Path):
     """(path, status) of every run of this very probe run in `runs_dir`, oldest first: the
     same probe version, parameters, options (but --out and --threads) and model files."""
     p = run.plan
-    models = [m.info.sha256 for m in ([p.model, *p.ctx.group[1:]] if p.ctx.group else [p.model])]
-    seen = [p.ctx.geometry.to_dict(), p.ctx.horizon.to_dict()]
-    want = identity(p.cls.name, p.cls.version, params_mod.to_dict(p.params),
-                     p.options.record(), models, seen)  # fmt: skip
+    want = dumps(planned_measurement(p))
     for path in sorted((runs_dir / safe_id(p.cls.name) / safe_id(p.model.info.id)).glob("*")):
         try:
             rec = read_json(path / "run.json")
-            shas = [rec["model"]["sha256"]] + [g["sha256"] for g in rec.get("group", [])[1:]]
-            got = identity(rec["probe"]["name"], rec["probe"]["version"], rec["params"],
-                            rec["options"], shas, [rec["geometry"], rec["horizon"]])  # fmt: skip
-            if got == want:
+            if dumps(recorded_measurement(rec)) == want:
                 yield path, status(path, rec)
         except (FileRefused, OSError, KeyError, TypeError):
             continue
