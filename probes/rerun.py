@@ -127,7 +127,8 @@ def rerun(
         check_shape(Path(run_dir) / "run.json", record, {"options": dict})
         argv += ["--resume", str(resume)]
         kwargs = resumed_options(Path(resume))
-        new = finish_rerun(record, Path(resume), dict(kwargs), progress, plot, argv)
+        pins = diagnose_auto(Path(run_dir), original)
+        new = finish_rerun(record, Path(resume), dict(kwargs), progress, plot, argv, pins)
         kernels_mode = kwargs.get("kernels") or "native"
         passed = bool(new["passed"])
     elif record.get("command") == "diagnose":
@@ -136,6 +137,7 @@ def rerun(
         kwargs.update(_recorded_cache(record))
         kwargs["out"] = out
         kwargs["kernels"] = kernels_mode or kwargs.get("kernels")
+        kwargs["pinned_auto"] = diagnose_auto(Path(run_dir), original)
         if "models" in kwargs:  # `probe diagnose --models`: run.json's `models` are their infos
             models = _local_models(kwargs.pop("models"), {"group": record.get("models")})
             new = diagnose_models(models, progress=progress, argv=argv, plot=plot, **kwargs)
@@ -198,17 +200,19 @@ def rerun(
         )
         + _mapped(record, kwargs)
         + _other_kernels(record, kernels_mode)
+        + _auto_today(new)
         + _added(added),
         "passed": match != "differ" and passed,
     }
 
 
 def finish_rerun(
-    record: dict, partial: Path, values: dict, progress, plot, argv: list[str]
+    record: dict, partial: Path, values: dict, progress, plot, argv: list[str], pins: dict
 ) -> dict:
     """Finish `partial`, the unfinished diagnose a rerun of the diagnose recorded in `record`
     started, with the options, thread count and kernels it recorded (`values`: its
-    `resumed_options`), as `probe diagnose --resume` does, and return its summary.
+    `resumed_options`), as `probe diagnose --resume` does (`pins`: its original's
+    `diagnose_auto`), and return its summary.
     ProbeInputError (one line) when it is not a rerun of this one (another option or model
     file), or when this process has not its kernels."""
     theirs = read_json(partial / "run.json")
@@ -228,7 +232,15 @@ def finish_rerun(
             "differ); give the directory `probe rerun` started for it"
         )
     skip = values.pop("skip")
-    return diagnose(skip=skip, progress=progress, argv=argv, resume=partial, plot=plot, **values)
+    return diagnose(
+        skip=skip,
+        progress=progress,
+        argv=argv,
+        resume=partial,
+        plot=plot,
+        pinned_auto=pins,
+        **values,
+    )
 
 
 def unfinished_probe_run(partial: Path) -> dict:
@@ -317,7 +329,79 @@ def rerun_options(run_json: dict) -> tuple[str, dict[str, Any]]:
         kwargs["threads"] = run_json["threads"]
     kwargs.update(_recorded_cache(run_json))
     kwargs.update(run_json["params"])
+    kwargs["pinned_auto"] = recorded_auto(run_json)
     return spec, kwargs
+
+
+def recorded_auto(run_json: dict) -> dict[str, str]:
+    """What each 'auto' parameter of the recorded run stood for (run.json `auto`, as the
+    parameter's own text), which its rerun repeats: a later version may resolve 'auto'
+    otherwise. {} for a run recorded before runs kept it (its rerun resolves 'auto' again).
+    ProbeInputError (one line) for an `auto` that is not names and texts."""
+    auto = run_json.get("auto") or {}
+    if not isinstance(auto, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and len(v) <= 4096 for k, v in auto.items()
+    ):
+        raise ProbeInputError(
+            "run.json's auto is not a mapping of parameter names to their values as text (e.g. "
+            '{"distance": "14-126,127-1985"}); give a run directory `probe run` wrote'
+        )
+    return dict(auto)
+
+
+def diagnose_auto(run_dir: Path, summary: dict) -> dict[tuple[str, int], dict[str, str]]:
+    """What the 'auto' parameters of each probe run of a recorded diagnose stood for ((probe,
+    column) → its run.json `auto`), for its rerun to repeat. A probe run whose directory is not
+    inside `run_dir` or is gone gives nothing (its rerun resolves 'auto' again)."""
+    out: dict[tuple[str, int], dict[str, str]] = {}
+    for (probe, column), where in _probe_runs(run_dir, summary).items():
+        if (where / "run.json").is_file():
+            out[(probe, column)] = recorded_auto(read_json(where / "run.json"))
+    return out
+
+
+def _probe_runs(run_dir: Path, summary: dict) -> dict[tuple[str, int], Path]:
+    """(probe, column) → the directory of that probe run of a diagnose (its summary's `runs`:
+    probe → path for one model, model id → probe → path for `--models`), inside `run_dir`."""
+    runs = summary.get("runs") if isinstance(summary.get("runs"), dict) else {}
+    models = summary.get("models")
+    if isinstance(models, list):
+        columns = [runs.get(m.get("id")) if isinstance(m, dict) else None for m in models]
+    else:
+        columns = [runs]
+    base = Path(run_dir).resolve()
+    out = {}
+    for j, column in enumerate(columns):
+        for probe, rel in (column if isinstance(column, dict) else {}).items():
+            where = (base / rel).resolve() if isinstance(rel, str) else base
+            if where != base and where.is_relative_to(base):
+                out[(str(probe), j)] = where
+    return out
+
+
+def _auto_today(new: dict) -> list[str]:
+    """A note for each 'auto' parameter the rerun repeated from its original that this version
+    would resolve otherwise (`auto_today` in the run.json of the new run, or of each probe run
+    of a new diagnose)."""
+    if new.get("run_dir") is None:
+        return []
+    if new.get("command") == "diagnose":
+        where = {
+            f"{probe}: ": d for (probe, _), d in _probe_runs(Path(new["run_dir"]), new).items()
+        }
+    else:
+        where = {"": Path(new["run_dir"])}
+    notes = []
+    for prefix, run_dir in sorted(where.items(), key=lambda kv: kv[0]):
+        record = read_json(run_dir / "run.json")  # a run this process just wrote
+        now = record.get("auto_today") if isinstance(record, dict) else None
+        was = record.get("auto") or {}
+        notes += [
+            f"{prefix}--{name.replace('_', '-')} auto: repeated the recorded "
+            f"{was.get(name)!r}; this version resolves it to {value!r}"
+            for name, value in sorted((now or {}).items())
+        ]
+    return sorted(set(notes), key=notes.index)
 
 
 def _recorded_cache(record: dict) -> dict[str, Any]:

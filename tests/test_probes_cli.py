@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import probes.engine.fact_pairs as fact_pairs
 from probes.cli.main import cli
+from probes.engine.distance_bins import auto_bins, parse_ranges
 from probes.testing import tiny_checkpoint
 
 CONTRACT_BIN = {
@@ -389,6 +391,55 @@ def test_rerun_of_a_run_recorded_elsewhere_uses_the_shipped_model_of_the_same_sh
     (run_dir / "run.json").write_text(json.dumps(record))
     r = invoke(["rerun", str(run_dir), "--quiet", "--out", str(tmp_path / "again")])
     assert r.exit_code == 2 and "does not exist here" in r.stderr
+
+
+def test_a_rerun_repeats_what_auto_stood_for_in_its_run_even_where_auto_now_resolves_otherwise(
+    model, tmp_path, monkeypatch
+):
+    """run.json records each 'auto' parameter as the text it stood for; a rerun repeats it (and
+    says what this version would resolve it to), so a change of `auto` in a later version is
+    not a change of the numbers. A run recorded before `auto` was kept resolves it again."""
+    monkeypatch.setattr(fact_pairs, "auto_bins", lambda h: auto_bins(h)[:2])  # an older auto
+    r = invoke(["run", "fact-swap", "--model", model, "--out", str(tmp_path / "o"), "--n", "2",
+                "--json", "--quiet"])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    monkeypatch.undo()
+    doc = json.loads(r.stdout)
+    run_dir = Path(doc["run_dir"])
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["params"]["distance"] == "auto"
+    bins = parse_ranges(record["auto"]["distance"])
+    assert [(b["distance_lo"], b["distance_hi"]) for b in doc["bins"]] == bins
+    assert len(bins) == 2 and "auto_today" not in record
+    assert record["auto"]["lead"] == "8-23"  # tgt_len 16
+
+    def rerun(where):
+        r = invoke(["rerun", str(run_dir), "--json", "--quiet", "--out", str(tmp_path / where)])
+        return r, json.loads(r.stdout) if r.stdout else None
+
+    r, res = rerun("again")
+    assert r.exit_code == 0 and res["match"] == "exact", r.stderr
+    (note,) = [n for n in res["notes"] if "auto" in n]
+    assert note.startswith(f"--distance auto: repeated the recorded {record['auto']['distance']!r}")
+    again = json.loads((Path(res["rerun"]) / "run.json").read_text())
+    assert again["auto"] == record["auto"] and again["params"] == record["params"]
+    assert len(parse_ranges(again["auto_today"]["distance"])) > 2
+
+    del record["auto"]  # a run recorded before runs kept what 'auto' stood for
+    (run_dir / "run.json").write_text(json.dumps(record))
+    r, res = rerun("older")
+    assert res["match"] == "differ" and r.exit_code == 1
+
+    record["auto"] = {"distance": 7}  # not text: refused, one line
+    (run_dir / "run.json").write_text(json.dumps(record))
+    r = invoke(["rerun", str(run_dir), "--quiet", "--out", str(tmp_path / "bad")])
+    assert r.exit_code == 2 and "run.json's auto" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
+    record["auto"] = {"distance": "1-5"}  # text the parameter refuses: refused, one line
+    (run_dir / "run.json").write_text(json.dumps(record))
+    r = invoke(["rerun", str(run_dir), "--quiet", "--out", str(tmp_path / "bad")])
+    assert r.exit_code == 2 and "recorded auto value of distance '1-5'" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
 
 
 def test_a_rerun_names_the_cpu_a_run_was_recorded_on_when_it_is_another(model, tmp_path):

@@ -10,8 +10,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+import probes.engine.fact_pairs as fact_pairs
 from probes.api import registry
 from probes.cli.main import cli
+from probes.engine.distance_bins import auto_bins
 from probes.testing import tiny_checkpoint
 
 torch.set_num_threads(1)
@@ -180,6 +182,28 @@ def test_rerun_of_a_diagnose_directory_reproduces_its_table(models, tmp_path):
     res = json.loads(again.stdout)
     assert res["match"] == "exact" and res["differences"] == [] and res["passed"]
     assert res["rerun"] != run_dir
+
+
+def test_rerun_of_a_diagnose_repeats_what_auto_stood_for_in_each_of_its_probe_runs(
+    models, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(fact_pairs, "auto_bins", lambda h: auto_bins(h)[:2])  # an older auto
+    r = invoke("diagnose", "--model", models["m"], "--quick", "--out", tmp_path, "--json",
+               *ONLY_FACT_SWAP)  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    monkeypatch.undo()
+    doc = json.loads(r.stdout)
+    probe_run = Path(doc["run_dir"]) / doc["runs"]["fact-swap"]
+    recorded = json.loads((probe_run / "run.json").read_text())["auto"]
+    assert recorded["distance"].count(",") == 1  # two bins
+    again = invoke("rerun", doc["run_dir"], "--json", "--out", str(tmp_path / "again"))
+    assert again.exit_code == 0, again.stderr
+    res = json.loads(again.stdout)
+    assert res["match"] == "exact" and res["passed"]
+    (note,) = [n for n in res["notes"] if "auto" in n]
+    assert note.startswith(
+        f"fact-swap: --distance auto: repeated the recorded {recorded['distance']!r}"
+    )
 
 
 def test_rerun_of_a_directory_that_names_no_run_is_one_line_exit_2(tmp_path):

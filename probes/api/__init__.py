@@ -1,7 +1,7 @@
 """The contract of probe and model authors, the one package either imports:
 
 - a probe: `Probe` (what a probe is: `plan`, then `execute` on a `RunContext`, giving an
-  `Outcome`), `probe` (its registration), `param` / `increasing_ints` (its declared options),
+  `Outcome`), `probe` (its registration), `param` / `increasing_ints` / `ints_text` (its declared options),
   `Column` and the column sets (its table), `signed` / `effect_row` (its diagnose rows), and the
   errors that refuse a run (`ProbeInputError`, `ProbeNotApplicable`);
 - a model: `LossModel` (the door every probe scores through, and every capability it looks for),
@@ -27,6 +27,7 @@ _WHERE = {
     "RegistryError": "registry",
     "param": "params",
     "increasing_ints": "params",
+    "ints_text": "params",
     "ParamError": "params",
     "Column": "declarations",
     "DISTANCE": "declarations",

@@ -22,7 +22,7 @@ import dataclasses
 import difflib
 import types
 import typing
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Literal, get_args, get_origin
 
 from probes.limits import check_number
@@ -76,6 +76,11 @@ def increasing_ints(
     if any(x < 1 for x in out) or sorted(set(out)) != out:
         raise ValueError(f"{what} {text!r} must be increasing integers >= 1, e.g. {example}")
     return out
+
+
+def ints_text(values: Sequence[int]) -> str:
+    """A list of integers as `increasing_ints` reads it back ("8,256,1024")."""
+    return ",".join(str(int(v)) for v in values)
 
 
 def option_name(field: str) -> str:

@@ -85,6 +85,41 @@ class RunContext:
     # `--token-view N`: paired probes also score N tokens after each edit and N before each
     # answer (probes.engine.paired), for `probe show`; 0: the answer tokens only.
     token_view: int = 0
+    # What each `auto` parameter resolved to, in the parameter's own syntax (run.json `auto`:
+    # a command that repeats the measurement whatever a later version makes of 'auto');
+    # `pinned_auto`, the values a rerun repeats (its original's `auto`); `auto_today`, where
+    # this version would have resolved a pinned one otherwise.
+    auto: dict[str, str] = field(default_factory=dict)
+    pinned_auto: dict[str, str] = field(default_factory=dict)
+    auto_today: dict[str, str] = field(default_factory=dict)
+
+    def resolve_auto(
+        self,
+        name: str,
+        text: str,
+        parse: Callable[[str], Any],
+        auto: Callable[[], Any],
+        as_text: Callable[[Any], str],
+    ) -> Any:
+        """The value of the parameter `name` given as `text`: `parse(text)`, or for 'auto',
+        `auto()` — unless this run repeats one whose 'auto' resolved otherwise (`pinned_auto`):
+        then that, parsed and checked as if given. The value 'auto' stood for is kept in `auto`
+        as `as_text` writes it (text `parse` reads back)."""
+        if text.strip() != "auto":
+            return parse(text)
+        value = auto()
+        today = as_text(value)
+        pinned = self.pinned_auto.get(name, today)
+        if pinned != today:
+            self.auto_today[name] = today
+            try:
+                value = parse(pinned)
+            except ValueError as e:
+                raise ProbeInputError(
+                    f"the recorded auto value of {name} {pinned!r}: {e}"
+                ) from None
+        self.auto[name] = pinned
+        return value
 
     @property
     def vocab(self):

@@ -109,6 +109,11 @@ def parse_ranges(text: str) -> list[tuple[int, int]] | None:
     return out
 
 
+def ranges_text(bins: Sequence[tuple[int, int]]) -> str:
+    """Bins as `parse_ranges` reads them back ("14-126,127-1985")."""
+    return ",".join(f"{int(lo)}-{int(hi)}" for lo, hi in bins)
+
+
 def check_ranges(text: str) -> None:
     parse_ranges(text)
 

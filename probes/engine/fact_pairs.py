@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from probes.api.params import param
 from probes.api.probe_base import ProbeInputError, RunContext
-from probes.engine.distance_bins import auto_bins, check_ranges, parse_ranges
+from probes.engine.distance_bins import auto_bins, check_ranges, parse_ranges, ranges_text
 from probes.engine.paired import Job
 from synth import rng as rnd
 from synth.generate import make_example
@@ -95,7 +95,9 @@ def distance_bins(text: str, ctx: RunContext, minimum: int | None = None) -> lis
     ones are refused, naming the limit)."""
     lowest = min_distance(ctx) if minimum is None else minimum
     given = parse_ranges(text)
-    bins = given or auto_bins(ctx.horizon)
+    bins = ctx.resolve_auto(
+        "distance", text, parse_ranges, lambda: auto_bins(ctx.horizon), ranges_text
+    )
     limit = row_limit(ctx)
     if limit is not None and bins[-1][1] > limit[0]:
         top, what = max(limit[0], 0), limit[1]
@@ -130,7 +132,15 @@ def distance_bins(text: str, ctx: RunContext, minimum: int | None = None) -> lis
 
 
 def lead_range(text: str, ctx: RunContext) -> tuple[int, int]:
-    return parse_lead(text, ctx.geometry.tgt_len)
+    def parse(t: str) -> tuple[int, int]:
+        return parse_lead(t, ctx.geometry.tgt_len)
+
+    return ctx.resolve_auto("lead", text, parse, lambda: parse("auto"), lead_text)
+
+
+def lead_text(lead: tuple[int, int]) -> str:
+    """A lead range as `parse_lead` reads it back ("8-71")."""
+    return f"{int(lead[0])}-{int(lead[1])}"
 
 
 def base_example(lang, rng, distance: int, lead: int, *, supported: bool = True, tail: int = 2):

@@ -75,13 +75,15 @@ def prepare(
     progress: Progress | bool | None = None,
     argv: list[str] | None = None,
     models: ModelCache | None = None,
+    pinned_auto: dict[str, str] | None = None,
     **values: Any,
 ) -> Prepared:
     """Check every input, load the model(s) and plan the probe; write nothing. Raises
     ProbeInputError (one line) for bad input. `values`: the run options (`RunOptions`: `model`
     is a checkpoint directory or shipped model name, a LossModel object, or a list of them for a
     model group) and the probe's own parameters. `models` shares loaded checkpoints between
-    several prepared runs."""
+    several prepared runs. `pinned_auto`: what each 'auto' parameter stands for in this run
+    instead of what this version resolves it to (a rerun's: its original's run.json `auto`)."""
     t0 = time.perf_counter()
     try:
         cls = registry.get(probe)
@@ -169,6 +171,7 @@ def prepare(
         margin_source="probe" if opts.min_effect is None else "--min-effect",
         ranks=ranks,
         token_view=opts.token_view or 0,
+        pinned_auto=dict(pinned_auto or {}),
     )
     instance = cls(params)
     try:
@@ -429,6 +432,8 @@ def run_record(
             "spec": spec,
         },
         "params": params_mod.to_dict(params),
+        "auto": dict(ctx.auto),  # what each 'auto' parameter stood for
+        **({"auto_today": dict(ctx.auto_today)} if ctx.auto_today else {}),
         "options": options.record(),
         "model": lm.info.to_dict(),
         **({"group": [m.info.to_dict() for m in ctx.group]} if ctx.group else {}),

@@ -53,7 +53,7 @@ import numpy as np
 from probes import stats
 from probes.api.declarations import Column, effect_row
 from probes.api.model import window_limit
-from probes.api.params import param
+from probes.api.params import ints_text, param
 from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
 from probes.engine import bootstrap
@@ -151,7 +151,13 @@ class ContextSweep(Probe):
         longest = window_limit(ctx.model) if p.opening else None
         if longest is not None and not p.max_context:
             top = min(top, longest - 1)  # the opening token takes a position of the window
-        self.contexts = parse_contexts(p.contexts, top)
+        self.contexts = ctx.resolve_auto(
+            "contexts",
+            p.contexts,
+            lambda t: parse_contexts(t, top),
+            lambda: parse_contexts("auto", top),
+            ints_text,
+        )
         if longest is not None and self.contexts[-1] + 1 > longest:
             c = self.contexts[-1]
             raise ProbeInputError(

@@ -76,7 +76,7 @@ from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
 from probes.engine.aggregate import by_group, by_reach, family_bins, flat_arrays
 from probes.engine.checks import note, zero_check
-from probes.engine.distance_bins import gap_bins, parse_ranges
+from probes.engine.distance_bins import gap_bins, parse_ranges, ranges_text
 from probes.engine.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin, row_limit
 from probes.engine.rows import Rows, score_batches
 from probes.report import plots
@@ -163,7 +163,13 @@ class CrossDoc(Probe):
         fact = texts.fact_length
         offset = texts.model_length(B_LEAD + fact + self.b_distance)
         given = parse_ranges(p.distance)
-        bins = given or gap_bins(self.carry_horizon, offset)
+        bins = ctx.resolve_auto(
+            "distance",
+            p.distance,
+            parse_ranges,
+            lambda: gap_bins(self.carry_horizon, offset),
+            ranges_text,
+        )
         # filler after B's query, so that B's last CHECK_TAIL tokens lie beyond A's layered reach
         # (the beyond_reach_zero check has tokens to check)
         tail = (

@@ -40,7 +40,7 @@ from probes.api.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, 
 from probes.api.params import increasing_ints, param
 from probes.api.probe_base import Outcome, ProbeInputError, RunContext
 from probes.api.registry import probe
-from probes.engine.distance_bins import parse_ranges
+from probes.engine.distance_bins import parse_ranges, ranges_text
 from probes.engine.fact_pairs import LEAD_HELP, check_lead, check_tail, lead_range
 from probes.engine.paired import PairedProbe
 from probes.report import plots
@@ -119,27 +119,34 @@ class Distractor(PairedProbe):
 
     def _distance(self, ctx: RunContext, kmax: int) -> tuple[int, int]:
         need = MAX_FACT_TOKENS * (kmax + 1) + 8
-        given = parse_ranges(self.params.distance)
-        if given is not None:
-            lo, hi = given[0]
+
+        def given(text: str) -> tuple[int, int]:
+            lo, hi = parse_ranges(text)[0]
             if lo < need:
                 raise ProbeInputError(
-                    f"--distance {self.params.distance!r}: {kmax} distractors need a distance of "
-                    f"at least {need}; e.g. {need}-{need + 64}"
+                    f"--distance {text!r}: {kmax} distractors need a distance of at least "
+                    f"{need}; e.g. {need}-{need + 64}"
                 )
             return lo, hi
-        (dmin, _), _ = ctx.horizon.ranges()
-        if ctx.horizon.state:  # a recurrent state reads the fact at any distance
-            return need, need + 16
-        if need > dmin:  # no distance with room for the statements is read directly
-            g = ctx.geometry
-            raise ProbeInputError(
-                f"--distance auto: the direct window is as short as {dmin} tokens (mem "
-                f"{g.mem_len}, tgt {g.tgt_len}) and {kmax} distractors need a distance of at "
-                f"least {need}: give --k with fewer distractors, a longer --mem, or --distance "
-                f"LO-HI (from {need}; a fact beyond the direct window is not read directly)"
-            )
-        return max(need, dmin // 2), dmin  # the window's far half, every token reading it
+
+        def auto() -> tuple[int, int]:
+            (dmin, _), _ = ctx.horizon.ranges()
+            if ctx.horizon.state:  # a recurrent state reads the fact at any distance
+                return need, need + 16
+            if need > dmin:  # no distance with room for the statements is read directly
+                g = ctx.geometry
+                raise ProbeInputError(
+                    f"--distance auto: the direct window is as short as {dmin} tokens (mem "
+                    f"{g.mem_len}, tgt {g.tgt_len}) and {kmax} distractors need a distance of "
+                    f"at least {need}: give --k with fewer distractors, a longer --mem, or "
+                    f"--distance LO-HI (from {need}; a fact beyond the direct window is not "
+                    "read directly)"
+                )
+            return max(need, dmin // 2), dmin  # the window's far half, every token reading it
+
+        return ctx.resolve_auto(
+            "distance", self.params.distance, given, auto, lambda r: ranges_text([r])
+        )
 
     def plan(self, ctx: RunContext) -> None:
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from probes.api.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
-from probes.api.params import increasing_ints, param
+from probes.api.params import increasing_ints, ints_text, param
 from probes.api.probe_base import Outcome, RunContext
 from probes.api.registry import probe
 from probes.engine.fact_pairs import DistanceParams, distance_bins
@@ -94,7 +94,14 @@ class FactInsert(PairedProbe):
 
         bins = distance_bins(self.params.distance, ctx)
         g_ = ctx.geometry
-        depths = parse_depths(self.params.depth, g_.mem_len + g_.tgt_len)
+        room = g_.mem_len + g_.tgt_len
+        depths = ctx.resolve_auto(
+            "depth",
+            self.params.depth,
+            lambda t: parse_depths(t, room),
+            lambda: parse_depths("auto", room),
+            ints_text,
+        )
         self.groups = []
         self.jobs = []
         for depth in depths:

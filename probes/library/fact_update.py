@@ -41,7 +41,7 @@ from probes.api.declarations import PAIRED, Column, signed
 from probes.api.params import param
 from probes.api.probe_base import ProbeInputError, RunContext
 from probes.api.registry import probe
-from probes.engine.distance_bins import auto_bins, parse_ranges
+from probes.engine.distance_bins import auto_bins, parse_ranges, ranges_text
 from probes.engine.fact_pairs import (
     LEAD_HELP,
     check_lead,
@@ -92,7 +92,9 @@ class FactUpdate(PairedProbe):
         p = self.params
         floor = p.answer_distance + MAX_FACT_TOKENS + 1  # the stale fact ends before the update
         given = parse_ranges(p.distance)
-        bins = given or auto_bins(ctx.horizon)
+        bins = ctx.resolve_auto(
+            "distance", p.distance, parse_ranges, lambda: auto_bins(ctx.horizon), ranges_text
+        )
         if given and given[0][0] < floor:
             raise ProbeInputError(
                 f"--distance {p.distance!r}: the stale statement must end before the update, at "

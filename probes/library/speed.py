@@ -37,7 +37,7 @@ import numpy as np
 
 from probes.api.declarations import Column
 from probes.api.model import score_rows, score_truncated
-from probes.api.params import increasing_ints, param
+from probes.api.params import increasing_ints, ints_text, param
 from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
 from probes.engine.sweep import require_window
@@ -100,7 +100,13 @@ class Speed(Probe):
                 "speed: --mem 0 leaves nothing to compare; give --mem N (the largest memory) "
                 "or --lengths"
             )
-        self.mems = parse_mems(self.params.lengths, g.mem_len)
+        self.mems = ctx.resolve_auto(
+            "lengths",
+            self.params.lengths,
+            lambda t: parse_mems(t, g.mem_len),
+            lambda: parse_mems("auto", g.mem_len),
+            ints_text,
+        )
         T = g.tgt_len
         self.warm = {m: math.ceil(m / T) * T for m in self.mems}
         length = max(self.warm.values()) + self.params.tokens + 1

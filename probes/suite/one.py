@@ -38,6 +38,7 @@ def diagnose(
     argv: list[str] | None = None,
     resume: str | Path | None = None,
     plot: Callable[[Path, dict], str | None] | None = None,
+    pinned_auto: dict | None = None,
     **values: Any,
 ) -> dict[str, Any]:
     """Run the suite and return the summary (also written to the run directory). `values`: the
@@ -46,7 +47,8 @@ def diagnose(
     its own options (`resumed_options`): the suite runs into it again, and every probe run it
     already finished is kept (a long real-model diagnose survives an interruption). `plot`
     draws the summary's figure into the run directory and returns its file name, which the
-    summary lists (the CLI passes `probes.report.suite_plots.suite_plot`).
+    summary lists (the CLI passes `probes.report.suite_plots.suite_plot`). `pinned_auto`: what
+    the 'auto' parameters of each probe run stand for ((probe, column) → text; a rerun's).
 
     Every probe is prepared (inputs checked, model loaded once, pairs planned) before the run
     directory is created: bad input raises ProbeInputError and leaves nothing behind."""
@@ -57,7 +59,7 @@ def diagnose(
     sources = model_sources(group_cls or next(iter(classes.values())), opts.model)
     progress = resolve_progress(progress)
     runs, skipped, unserved = prepare(
-        classes, skip, sources[:1], sources, opts, progress, argv, distance
+        classes, skip, sources[:1], sources, opts, progress, argv, distance, pinned_auto
     )
     lm = column_model(runs, 0, unserved)
     geometry = next(r.plan.ctx.geometry for r in runs if r.serves(0))

@@ -80,11 +80,15 @@ def check_options(skip, values: dict[str, Any]):
     return {name: registry.get(name) for name in names}, opts
 
 
-def prepare(classes, skip, columns: list, group: list, opts, progress, argv, distance=None):
+def prepare(
+    classes, skip, columns: list, group: list, opts, progress, argv, distance=None, pinned=None
+):
     """Every run of the suite, prepared (nothing written): each non-group probe once per column
     (a diagnosed model), the group probe once on `group`; `distance` (--distance) goes to every
-    probe with distance bins. Returns (runs, skipped, the models of the columns a probe did not
-    apply to)."""
+    probe with distance bins; `pinned` ((probe, column) → what its 'auto' parameters stand for:
+    a rerun's, from its original's probe runs; the group run's is column 0's). Returns (runs,
+    skipped, the models of the columns a probe did not apply to)."""
+    pinned = pinned or {}
     from probes.api.probe_base import ProbeInputError, ProbeNotApplicable  # lazy: numpy
     from probes.framework import runner  # lazy: numpy, torch
     from probes.framework.models import ModelCache, model_name  # lazy: numpy
@@ -107,7 +111,7 @@ def prepare(classes, skip, columns: list, group: list, opts, progress, argv, dis
                 try:
                     plan = runner.prepare(name, model=source, progress=progress, argv=argv,
                                           models=models, **own_options(common, source, opts),
-                                          **own)  # fmt: skip
+                                          pinned_auto=pinned.get((name, j)), **own)  # fmt: skip
                 except ProbeNotApplicable as e:
                     refused.append((model_name(source), e.reason))
                     if e.model is not None:
@@ -125,7 +129,7 @@ def prepare(classes, skip, columns: list, group: list, opts, progress, argv, dis
             try:
                 plan = runner.prepare(
                     name, model=group, progress=progress, argv=argv, models=models, **common,
-                    **own,
+                    pinned_auto=pinned.get((name, 0)), **own,
                 )  # fmt: skip
             except ProbeNotApplicable as e:
                 skipped.append(f"{name} ({e.reason})")

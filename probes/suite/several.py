@@ -47,6 +47,7 @@ def diagnose_models(
     progress: Any = None,
     argv: list[str] | None = None,
     plot: Callable[[Path, dict], str | None] | None = None,
+    pinned_auto: dict | None = None,
     **values: Any,
 ) -> dict[str, Any]:
     """`probe diagnose --models A,B,…`: the suite on each model, side by side. `models`: two or
@@ -61,7 +62,7 @@ def diagnose_models(
     `models` (id, path, sha256, in order), `effects` (`effects`), `runs`, `verdicts` and
     `checks` (model id → probe → …; the group run under every member), `geometry` (model id →
     geometry), `passed`, `skipped`, `elapsed_s`, `row_docs`, `plots` (what `plot` drew, as in
-    `diagnose`)."""
+    `diagnose`). `pinned_auto`: as `diagnose` takes it, a column per model in order."""
     t0 = time.perf_counter()
     if values.get("model") is not None:
         raise ProbeInputError(
@@ -91,7 +92,7 @@ def diagnose_models(
         raise ProbeInputError(f"--models names {str(twice)!r} twice; give each model once")
     progress = resolve_progress(progress)
     runs, skipped, unserved = prepare(
-        classes, skip, sources, sources, opts, progress, argv, distance
+        classes, skip, sources, sources, opts, progress, argv, distance, pinned_auto
     )
     lms = [column_model(runs, j, unserved) for j in range(len(sources))]
     ids = [lm.info.id for lm in lms]
