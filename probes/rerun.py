@@ -398,7 +398,8 @@ def _auto_today(new: dict) -> list[str]:
         was = record.get("auto") or {}
         notes += [
             f"{prefix}--{name.replace('_', '-')} auto: repeated the recorded "
-            f"{was.get(name)!r}; this version resolves it to {value!r}"
+            f"{was.get(name)!r}; this version resolves it to "
+            f"{value if value.startswith('nothing') else repr(value)}"
             for name, value in sorted((now or {}).items())
         ]
     return sorted(set(notes), key=notes.index)

@@ -107,9 +107,15 @@ class RunContext:
         as `as_text` writes it (text `parse` reads back)."""
         if text.strip() != "auto":
             return parse(text)
-        value = auto()
-        today = as_text(value)
-        pinned = self.pinned_auto.get(name, today)
+        recorded = self.pinned_auto.get(name)
+        try:
+            value = auto()
+            today = as_text(value)
+        except ProbeInputError as e:
+            if recorded is None:
+                raise
+            today = f"nothing (refused: {e})"
+        pinned = today if recorded is None else recorded
         if pinned != today:
             self.auto_today[name] = today
             try:
