@@ -338,6 +338,21 @@ def test_a_probe_run_times_its_own_execution_not_the_probes_before_it(
 ONLY_CONTEXT_SWEEP = probe_smoke.skip_all_but("context-sweep")
 
 
+def progress_steps(monkeypatch) -> list[tuple[int, bool]]:
+    """(k, kept) of each progress step from now on: what the time left is paced by."""
+    from probes.framework.progress import Progress
+
+    steps: list[tuple[int, bool]] = []
+    real_advance = Progress.advance
+
+    def noted(self, k=1, kept=False):
+        steps.append((k, kept))
+        real_advance(self, k, kept)
+
+    monkeypatch.setattr(Progress, "advance", noted)
+    return steps
+
+
 def test_a_resumed_diagnose_picks_up_the_contexts_an_interrupted_sweep_finished(
     models, tmp_path, monkeypatch
 ):
@@ -382,9 +397,12 @@ def test_a_resumed_diagnose_picks_up_the_contexts_an_interrupted_sweep_finished(
 
     scored.clear()
     monkeypatch.setattr(context_sweep, "truncated", counted)
+    steps = progress_steps(monkeypatch)
     r = invoke("diagnose", "--resume", cut, "--json")
     assert r.exit_code == 0, r.stderr
     assert scored == contexts[3:]  # the three finished contexts are not scored again
+    # the progress display counts them done but does not pace the time left by them
+    assert [kept for _, kept in steps][:3] == [True] * 3 and not any(k for _, k in steps[3:])
     _, whole = sweep_run(tmp_path / "whole")
     _, resumed = sweep_run(tmp_path / "cut")
     record = json.loads((resumed / "run.json").read_text())
@@ -479,9 +497,13 @@ def test_a_resumed_diagnose_takes_back_the_chunks_an_interrupted_probe_scored(
     (cut,) = (tmp_path / "cut" / "diagnose").glob("*/*")
 
     scored.clear()
+    steps = progress_steps(monkeypatch)
     r = invoke("diagnose", "--resume", cut, "--json")
     assert r.exit_code == 0, r.stderr
     assert scored == chunks[2:]  # the two finished chunks are not scored again
+    # the progress display counts them done but does not pace the time left by them
+    assert sum(k for k, kept in steps if kept) == len(chunks[0]) + len(chunks[1])
+    assert sum(k for k, kept in steps if not kept) == sum(map(len, chunks[2:]))
 
     def probe_run(out, status):
         (d,) = (out / "diagnose").glob("*/*")

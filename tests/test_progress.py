@@ -42,6 +42,32 @@ def test_without_a_terminal_progress_is_lines_and_the_time_left_follows_the_work
     assert len(lines) == 2 and lines[1].startswith("fact-swap: scoring pairs: 3/4")
 
 
+def test_after_a_resume_the_time_left_is_paced_by_the_work_computed_not_the_work_taken_back(
+    monkeypatch, clock
+):
+    stderr = captured(monkeypatch)
+    p = Progress(enabled=True, live=False)
+    p.start(4, "fact-rebind: scoring pairs", work=[1, 1, 1, 5])
+    p.advance(2, kept=True)  # taken back from the interrupted run at once: no pace from it
+    clock[0] = 40.0
+    p.advance(1)  # 40 s for 1 unit computed: 5 units left take 200 s (by all 3 done: 67 s)
+    p.stop()
+    (line,) = stderr.getvalue().splitlines()
+    assert line.startswith("fact-rebind: scoring pairs: 3/4 (38% of the work), 0:40 elapsed")
+    assert line.endswith("about 3:20 left"), line
+
+
+def test_only_taken_back_work_gives_no_time_left(monkeypatch, clock):
+    stderr = captured(monkeypatch)
+    p = Progress(enabled=True, live=False)
+    p.start(3, "x")
+    clock[0] = 40.0
+    p.advance(1, kept=True)
+    p.stop()
+    (line,) = stderr.getvalue().splitlines()
+    assert line.endswith("0:40 elapsed"), line
+
+
 def test_quiet_progress_writes_nothing(monkeypatch):
     stderr = captured(monkeypatch)
     p = Progress.auto(quiet=True)

@@ -196,7 +196,8 @@ class RunContext:
         self, total: int, description: str, work: Sequence[float] | None = None
     ) -> Iterator[Callable[[int], None]]:
         """Show progress over `total` steps while the block runs (`work[i]`: what step i costs,
-        for the time left); yields `advance(k)`."""
+        for the time left); yields `advance(k, kept=False)` (`kept`: the k steps were taken back
+        from an interrupted run, which the time left must not count as computed)."""
         if self.progress is not None:
             self.progress.start(total, description, work)
         try:
@@ -205,9 +206,9 @@ class RunContext:
             if self.progress is not None:
                 self.progress.stop()
 
-    def _advance(self, k: int = 1) -> None:
+    def _advance(self, k: int = 1, kept: bool = False) -> None:
         if self.progress is not None:
-            self.progress.advance(k)
+            self.progress.advance(k, kept)
 
 
 @dataclass

@@ -141,7 +141,10 @@ def score_batches(
             this_round = chunks[first : first + ranks.world_size]
             mine = this_round[ranks.rank] if ranks.rank < len(this_round) else []
             name = chunk_name(call, first + ranks.rank)
-            scored = (ctx.kept_chunk(name, mine) or list(score_chunk(mine))) if mine else []
+            # a resumed run takes back what the interrupted one kept; a round's chunks are kept
+            # together, after the gather, so a round is taken back whole or scored whole
+            kept = (ctx.kept_chunk(name, mine) if mine else None) or None
+            scored = kept or (list(score_chunk(mine)) if mine else [])
             for c, (items, results) in enumerate(
                 zip(this_round, ranks.gather(scored), strict=False)
             ):
@@ -149,7 +152,7 @@ def score_batches(
                 for i, (record, extra) in zip(items, results, strict=True):
                     records[i], extras[i] = record, extra
                     ctx.sample(record)
-                advance(len(items))
+                advance(len(items), kept is not None)
     return records, extras
 
 

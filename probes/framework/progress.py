@@ -4,7 +4,9 @@ builds its progress display.
 
 The time left is estimated from work, not steps, when the caller says what each step costs
 (`start(work=…)`: e.g. the tokens a pair's texts hold): runs score short texts first, so an
-estimate by steps would promise the long ones too soon."""
+estimate by steps would promise the long ones too soon. Steps a resumed run takes back from
+the one it continues (`advance(k, kept=True)`) count as done but not toward the pace, which
+only the work this process computed sets."""
 
 from __future__ import annotations
 
@@ -76,11 +78,12 @@ class Progress:
         self._bar.start()
         self._task = self._bar.add_task(description, total=1.0, steps=f"0/{total}", left="")
 
-    def advance(self, k: int = 1) -> None:
+    def advance(self, k: int = 1, kept: bool = False) -> None:
+        """`k` more steps done; `kept`: taken back from an interrupted run, not computed now."""
         plan = self._plan
         if plan is None:
             return
-        plan.advance(k)
+        plan.advance(k, kept)
         if self._bar is not None:
             self._bar.update(
                 self._task, completed=plan.fraction, steps=f"{plan.done}/{plan.total}",
@@ -109,13 +112,17 @@ class _Plan:
         self.all_work = sum(self.work) or 1.0
         self.done = 0
         self.done_work = 0.0
+        self.computed_work = 0.0  # done_work less what was taken back: what the clock paid for
         self.t0 = time.monotonic()
         self.last_line = self.t0
         self.lines_written = False
         self.printed_at = -1  # the steps done when the last line was written
 
-    def advance(self, k: int) -> None:
-        self.done_work += sum(self.work[self.done : self.done + k])
+    def advance(self, k: int, kept: bool) -> None:
+        work = sum(self.work[self.done : self.done + k])
+        self.done_work += work
+        if not kept:
+            self.computed_work += work
         self.done = min(self.total, self.done + k)
 
     @property
@@ -123,11 +130,10 @@ class _Plan:
         return min(1.0, self.done_work / self.all_work)
 
     def left_text(self) -> str:
-        f = self.fraction
-        if f <= 0 or f >= 1:
+        if self.computed_work <= 0 or self.fraction >= 1:
             return ""
-        elapsed = time.monotonic() - self.t0
-        return f"about {_clock(elapsed * (1 - f) / f)} left"
+        pace = (time.monotonic() - self.t0) / self.computed_work  # seconds per unit of work
+        return f"about {_clock(pace * max(0.0, self.all_work - self.done_work))} left"
 
     def line(self) -> str:
         self.lines_written = True

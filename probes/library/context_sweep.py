@@ -201,7 +201,7 @@ class ContextSweep(Probe):
                     acc[j] = record["answer_accuracy"]
                     nll_all[c] = np.asarray(record["nll_truncated"], dtype=np.float64)
                     ctx.sample(record)
-                    advance(len(conds))
+                    advance(len(conds), kept=True)
                     continue
                 for cond in conds:
                     if cond == "truncated":
