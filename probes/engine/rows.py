@@ -143,7 +143,7 @@ def score_batches(
             name = chunk_name(call, first + ranks.rank)
             # a resumed run takes back what the interrupted one kept; a round's chunks are kept
             # together, after the gather, so a round is taken back whole or scored whole
-            kept = (ctx.kept_chunk(name, mine) if mine else None) or None
+            kept = ctx.kept_chunk(name, mine) if mine else None
             scored = kept or (list(score_chunk(mine)) if mine else [])
             for c, (items, results) in enumerate(
                 zip(this_round, ranks.gather(scored), strict=False)
@@ -152,7 +152,7 @@ def score_batches(
                 for i, (record, extra) in zip(items, results, strict=True):
                     records[i], extras[i] = record, extra
                     ctx.sample(record)
-                advance(len(items), kept is not None)
+                advance(len(items), bool(kept))
     return records, extras
 
 
