@@ -127,7 +127,7 @@ def rerun(
         check_shape(Path(run_dir) / "run.json", record, {"options": dict})
         argv += ["--resume", str(resume)]
         kwargs = resumed_options(Path(resume))
-        pins = diagnose_auto(Path(run_dir), original)
+        pins = diagnose_auto(Path(run_dir), original, record)
         new = finish_rerun(record, Path(resume), dict(kwargs), progress, plot, argv, pins)
         kernels_mode = kwargs.get("kernels") or "native"
         passed = bool(new["passed"])
@@ -137,7 +137,7 @@ def rerun(
         kwargs.update(_recorded_cache(record))
         kwargs["out"] = out
         kwargs["kernels"] = kernels_mode or kwargs.get("kernels")
-        kwargs["pinned_auto"] = diagnose_auto(Path(run_dir), original)
+        kwargs["pinned_auto"] = diagnose_auto(Path(run_dir), original, record)
         if "models" in kwargs:  # `probe diagnose --models`: run.json's `models` are their infos
             models = _local_models(kwargs.pop("models"), {"group": record.get("models")})
             new = diagnose_models(models, progress=progress, argv=argv, plot=plot, **kwargs)
@@ -349,30 +349,44 @@ def recorded_auto(run_json: dict) -> dict[str, str]:
     return dict(auto)
 
 
-def diagnose_auto(run_dir: Path, summary: dict) -> dict[tuple[str, int], dict[str, str]]:
+def diagnose_auto(
+    run_dir: Path, summary: dict, record: dict
+) -> dict[tuple[str, int], dict[str, str]]:
     """What the 'auto' parameters of each probe run of a recorded diagnose stood for ((probe,
-    column) → its run.json `auto`), for its rerun to repeat. A probe run whose directory is not
-    inside `run_dir` or is gone gives nothing (its rerun resolves 'auto' again)."""
+    column) → text), for its rerun to repeat: each probe run's own run.json where its directory
+    is inside `run_dir`, else what the diagnose's run.json `record` kept of it (a copy without
+    its probe runs, as a curated diagnose is kept). A probe run neither has gives nothing: its
+    rerun resolves 'auto' again."""
     out: dict[tuple[str, int], dict[str, str]] = {}
+    kept = record.get("auto") if isinstance(record.get("auto"), dict) else {}
+    for j, column in enumerate(_columns(kept, summary)):
+        for probe, auto in column.items():
+            out[(str(probe), j)] = recorded_auto({"auto": auto})
     for (probe, column), where in _probe_runs(run_dir, summary).items():
         if (where / "run.json").is_file():
             out[(probe, column)] = recorded_auto(read_json(where / "run.json"))
     return out
 
 
-def _probe_runs(run_dir: Path, summary: dict) -> dict[tuple[str, int], Path]:
-    """(probe, column) → the directory of that probe run of a diagnose (its summary's `runs`:
-    probe → path for one model, model id → probe → path for `--models`), inside `run_dir`."""
-    runs = summary.get("runs") if isinstance(summary.get("runs"), dict) else {}
+def _columns(by_model: dict, summary: dict) -> list[dict]:
+    """A diagnose's per-probe mapping (summary `runs`, run.json `auto`) as one dict per column:
+    itself for one model, model id → probe → … for `--models` (in the summary's order)."""
     models = summary.get("models")
     if isinstance(models, list):
-        columns = [runs.get(m.get("id")) if isinstance(m, dict) else None for m in models]
+        columns = [by_model.get(m.get("id")) if isinstance(m, dict) else None for m in models]
     else:
-        columns = [runs]
+        columns = [by_model]
+    return [c if isinstance(c, dict) else {} for c in columns]
+
+
+def _probe_runs(run_dir: Path, summary: dict) -> dict[tuple[str, int], Path]:
+    """(probe, column) → the directory of that probe run of a diagnose (its summary's `runs`),
+    inside `run_dir`."""
+    runs = summary.get("runs") if isinstance(summary.get("runs"), dict) else {}
     base = Path(run_dir).resolve()
     out = {}
-    for j, column in enumerate(columns):
-        for probe, rel in (column if isinstance(column, dict) else {}).items():
+    for j, column in enumerate(_columns(runs, summary)):
+        for probe, rel in column.items():
             where = (base / rel).resolve() if isinstance(rel, str) else base
             if where != base and where.is_relative_to(base):
                 out[(str(probe), j)] = where

@@ -5,6 +5,7 @@ directory."""
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 import probe_smoke
@@ -134,12 +135,25 @@ def test_table_has_a_column_per_model_in_the_single_model_formats(both):
     assert again.exit_code == 0 and "planted-2" in again.stdout and recl in again.stdout
 
 
-def test_rerun_of_a_models_directory_reproduces_it(tmp_path):
+def test_rerun_of_a_models_directory_reproduces_it_with_or_without_its_probe_runs(tmp_path):
     doc = diagnose_json(tmp_path, "--models", f"{A},{B}", *FACT_SWAP_AND_RECL)
-    r = invoke("rerun", doc["run_dir"], "--json", "--out", str(tmp_path / "again"))
-    assert r.exit_code == 0, r.stderr
-    res = json.loads(r.stdout)
-    assert res["match"] == "exact" and res["differences"] == [] and res["notes"] == []
+    run_dir = Path(doc["run_dir"])
+    kept = json.loads((run_dir / "run.json").read_text())["auto"]
+    assert list(kept) == [m["id"] for m in doc["models"]]
+    for mid, runs in doc["runs"].items():  # each column: its probe runs' own `auto`
+        assert kept[mid] == {
+            probe: json.loads((run_dir / rel / "run.json").read_text())["auto"]
+            for probe, rel in runs.items()
+        }
+    copy = tmp_path / "copy"  # as a curated diagnose is kept
+    copy.mkdir()
+    for name in ("run.json", "summary.json"):
+        shutil.copyfile(run_dir / name, copy / name)
+    for where in (run_dir, copy):
+        r = invoke("rerun", where, "--json", "--out", str(tmp_path / "again"))
+        assert r.exit_code == 0, r.stderr
+        res = json.loads(r.stdout)
+        assert res["match"] == "exact" and res["differences"] == [] and res["notes"] == []
 
 
 def test_a_failed_own_check_exits_1_and_names_the_model(tmp_path, monkeypatch):

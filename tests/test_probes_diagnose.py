@@ -3,6 +3,7 @@ JSON document), one run directory holding every probe's run, RECL only with a mo
 codes 1 (a probe's own check failed) and 2 (bad input, nothing written)."""
 
 import json
+import shutil
 from pathlib import Path
 
 import probe_smoke
@@ -184,19 +185,29 @@ def test_rerun_of_a_diagnose_directory_reproduces_its_table(models, tmp_path):
     assert res["rerun"] != run_dir
 
 
+@pytest.mark.parametrize("copy", [False, True], ids=["whole", "without-probe-runs"])
 def test_rerun_of_a_diagnose_repeats_what_auto_stood_for_in_each_of_its_probe_runs(
-    models, tmp_path, monkeypatch
+    models, tmp_path, monkeypatch, copy
 ):
+    """Each probe run's run.json `auto` is what its rerun repeats; the diagnose's run.json keeps
+    them all (probe → parameter → text), so a copy of it with its run.json, summary.json and
+    figure only, as a curated diagnose is kept, reruns them as they ran too."""
     monkeypatch.setattr(fact_pairs, "auto_bins", lambda h: auto_bins(h)[:2])  # an older auto
     r = invoke("diagnose", "--model", models["m"], "--quick", "--out", tmp_path, "--json",
                *ONLY_FACT_SWAP)  # fmt: skip
     assert r.exit_code == 0, r.stderr
     monkeypatch.undo()
     doc = json.loads(r.stdout)
-    probe_run = Path(doc["run_dir"]) / doc["runs"]["fact-swap"]
-    recorded = json.loads((probe_run / "run.json").read_text())["auto"]
+    run_dir = Path(doc["run_dir"])
+    recorded = json.loads((run_dir / doc["runs"]["fact-swap"] / "run.json").read_text())["auto"]
     assert recorded["distance"].count(",") == 1  # two bins
-    again = invoke("rerun", doc["run_dir"], "--json", "--out", str(tmp_path / "again"))
+    assert json.loads((run_dir / "run.json").read_text())["auto"] == {"fact-swap": recorded}
+    if copy:
+        (tmp_path / "copy").mkdir()
+        for name in ("run.json", "summary.json"):
+            shutil.copyfile(run_dir / name, tmp_path / "copy" / name)
+        run_dir = tmp_path / "copy"
+    again = invoke("rerun", run_dir, "--json", "--out", str(tmp_path / "again"))
     assert again.exit_code == 0, again.stderr
     res = json.loads(again.stdout)
     assert res["match"] == "exact" and res["passed"]

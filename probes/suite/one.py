@@ -11,10 +11,10 @@ Every probe is prepared first, so bad input (a geometry one probe cannot use) is
 2, and no directory.
 
 Everything lands in one run directory, `<out>/diagnose/<model-id>/<UTC-time>-<8 hex>/`:
-`run.json` (provenance, options, the models), `summary.json` (the table's rows, every sub-run's
-verdict and checks, relative paths), the figure its caller draws (`probe diagnose`:
-`diagnose.png`, the rows in nats as a forest plot), and `runs/<probe>/<model-id>/<run>/`, each
-probe's complete run directory. Exit code 1 when a probe failed its own check.
+`run.json` (provenance, options, the models, what each probe run's 'auto' parameters stood
+for), `summary.json` (the table's rows, every sub-run's verdict and checks, relative paths), the
+figure its caller draws (`probe diagnose`: `diagnose.png`, the rows in nats as a forest plot),
+and `runs/<probe>/<model-id>/<run>/`, each probe's complete run directory. Exit code 1 when a probe failed its own check.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from probes.framework.models import model_name, model_sources
 from probes.suite.execute import resolve_progress, run_suite
 from probes.suite.plan import check_options, column_model, ident, prepare
 from probes.suite.rows import by_probe, column_rows
-from probes.suite.store import close, create, reopen, start_record
+from probes.suite.store import auto_of, close, create, reopen, start_record
 
 
 def diagnose(
@@ -72,6 +72,7 @@ def diagnose(
         model=lm.info.to_dict(),
         group=[i.to_dict() for i in infos],
         geometry=geometry.to_dict(),
+        auto=auto_of(runs, 0),
     )
     record["options"]["model"] = [model_name(s) for s in sources]
     record["options"]["distance"] = distance or "auto"

@@ -28,7 +28,7 @@ from probes.framework.models import (
 from probes.suite.execute import resolve_progress, run_suite
 from probes.suite.plan import check_options, column_model, ident, prepare
 from probes.suite.rows import by_probe, column_rows, effects
-from probes.suite.store import close, create, start_record
+from probes.suite.store import auto_of, close, create, start_record
 
 
 def dir_name(ids: list[str]) -> str:
@@ -117,7 +117,12 @@ def diagnose_models(
     run_dir = create(opts, dir_name(ids))
 
     record = start_record(
-        opts, skip, argv, models=[lm.info.to_dict() for lm in lms], geometry=geometry
+        opts,
+        skip,
+        argv,
+        models=[lm.info.to_dict() for lm in lms],
+        geometry=geometry,
+        auto={lm.info.id: auto_of(runs, j) for j, lm in enumerate(lms)},
     )
     record["options"]["models"] = [model_name(s) for s in sources]
     record["options"]["distance"] = distance or "auto"

@@ -45,6 +45,13 @@ def start_record(opts, skip, argv, **fields: Any) -> dict[str, Any]:
     }
 
 
+def auto_of(runs: list[SuiteRun], column: int) -> dict[str, dict[str, str]]:
+    """What each 'auto' parameter of the probe runs serving `column` stood for (probe → name →
+    text), for the diagnose's run.json: a copy of the diagnose without its probe runs (as a
+    curated one is kept) still reruns them as they ran."""
+    return {r.name: dict(r.plan.ctx.auto) for r in runs if r.serves(column)}
+
+
 # What may differ between two runs of the same measurement: where they were written and how
 # many threads computed them.
 NOT_IDENTITY = ("out", "threads")
