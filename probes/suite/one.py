@@ -14,7 +14,8 @@ Everything lands in one run directory, `<out>/diagnose/<model-id>/<UTC-time>-<8 
 `run.json` (provenance, options, the models, what each probe run's 'auto' parameters stood
 for), `summary.json` (the table's rows, every sub-run's verdict and checks, relative paths), the
 figure its caller draws (`probe diagnose`: `diagnose.png`, the rows in nats as a forest plot),
-and `runs/<probe>/<model-id>/<run>/`, each probe's complete run directory. Exit code 1 when a probe failed its own check.
+and `runs/<probe>/<model-id>/<run>/`, each probe's complete run directory. Exit code 1 when a
+probe failed its own check.
 """
 
 from __future__ import annotations
