@@ -13,9 +13,17 @@ model), or a list of them for a model group. torch's thread count is restored af
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from probes._version import __version__
+from probes.api import kinds as _kinds
+from probes.api import registry as _registry
+
+# The built-in probes and model kinds, named to the contract's registries here, at the top, so
+# that the contract names nothing above it: each is imported only when it is first asked for.
+_registry.add_probe_package("probes.library", Path(__file__).resolve().parent / "library")
+_kinds.add_kind_module("probes.adapters.kinds")
 
 __all__ = ["ProbeInputError", "__version__", "run"]
 

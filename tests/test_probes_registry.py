@@ -6,10 +6,12 @@ import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 
 import click
 import pytest
 
+import probes
 from probes.api import params as P
 from probes.api import registry
 
@@ -42,7 +44,9 @@ def test_builtin_probes_are_found_by_scanning():
     found = registry.builtin_entries()
     assert "fact-swap" in found
     # one probe per file of the library, each file holding one
-    files = {p.stem for p in registry.LIBRARY_DIR.glob("*.py") if not p.name.startswith("_")}
+    [(package, directory)] = registry.probe_packages()
+    assert package == "probes.library" and directory == Path(probes.__file__).parent / "library"
+    files = {p.stem for p in directory.glob("*.py") if not p.name.startswith("_")}
     modules = [e.target.split(":")[0] for e in found.values()]
     assert sorted(modules) == sorted(f"probes.library.{stem}" for stem in files)
     e = found["fact-swap"]
@@ -133,8 +137,9 @@ def test_probe_from_a_file(tmp_path):
 def test_two_files_declaring_one_name_are_refused(tmp_path, monkeypatch):
     for stem in ("a_probe", "b_probe"):
         (tmp_path / f"{stem}.py").write_text('@probe("twin", version=1)\nclass X:\n    pass\n')
-    monkeypatch.setattr(registry, "LIBRARY_DIR", tmp_path)
+    monkeypatch.setattr(registry, "_PACKAGES", [])
     monkeypatch.setattr(registry, "_BUILTIN", None)
+    registry.add_probe_package("outside", tmp_path)
     with pytest.raises(registry.RegistryError, match="declared twice"):
         registry.builtin_entries()
     monkeypatch.setattr(registry, "_BUILTIN", None)

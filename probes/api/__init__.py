@@ -1,12 +1,12 @@
 """The contract of probe and model authors, the one package either imports:
 
 - a probe: `Probe` (what a probe is: `plan`, then `execute` on a `RunContext`, giving an
-  `Outcome`), `probe` (its registration), `param` / `increasing_ints` / `ints_text` (its declared options),
-  `Column` and the column sets (its table), `signed` / `effect_row` (its diagnose rows), and the
+  `Outcome`), `probe` (its registration; `add_probe_package` for a package of them), `param` /
+  `increasing_ints` / `ints_text` (its declared options), `Column` and the column sets (its table), `signed` / `effect_row` (its diagnose rows), and the
   errors that refuse a run (`ProbeInputError`, `ProbeNotApplicable`);
 - a model: `LossModel` (the door every probe scores through, and every capability it looks for),
   `Horizon` (what a scored token can see), `AdapterError`, and `register_model_kind` for a new
-  kind of model file.
+  kind of model file (`add_kind_module` for a module registering kinds when imported).
 
 Names are imported on first use, so `import probes.api` loads neither numpy nor torch (`probe
 --help` stays fast). Paired probes build on `probes.engine.paired.PairedProbe` and its `Job`."""
@@ -20,10 +20,12 @@ from typing import Any
 _WHERE = {
     "Probe": "probe_base",
     "RunContext": "probe_base",
+    "LengthLimit": "probe_base",
     "Outcome": "probe_base",
     "ProbeInputError": "probe_base",
     "ProbeNotApplicable": "probe_base",
     "probe": "registry",
+    "add_probe_package": "registry",
     "RegistryError": "registry",
     "param": "params",
     "increasing_ints": "params",
@@ -45,6 +47,7 @@ _WHERE = {
     "AdapterError": "errors",
     "ModelDirError": "errors",
     "register_model_kind": "kinds",
+    "add_kind_module": "kinds",
 }
 
 __all__ = sorted(_WHERE)

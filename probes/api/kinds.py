@@ -17,8 +17,9 @@ A kind is registered once with `register_model_kind`, by name, with
   and handed to `load` by name.
 
 Functions are named as `module:attribute` strings and imported only when called, so registering
-a kind imports no torch. The built-in kinds are registered in `BUILTIN_KINDS`, imported on the
-first lookup, the way `probes.api.registry` finds the built-in probes in `probes/library`.
+a kind imports no torch. A module that registers kinds when imported is named with
+`add_kind_module` and imported on the first lookup (`probes/__init__.py` names the built-in
+kinds' module, so this contract names nothing above it, as the registry's probe packages).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-BUILTIN_KINDS = "probes.adapters.kinds"
 # The options of a run that only some kinds take (`probe run --cache/--sinks/--cache-positions`);
 # a kind refuses the others by name in `refuses`.
 KIND_OPTIONS = ("cache", "sinks", "cache_positions")
@@ -96,7 +96,13 @@ class ModelKind:
 
 
 _KINDS: dict[str, ModelKind] = {}
-_builtin_loaded = False
+# modules that register kinds when imported, and whether each has been
+_KIND_MODULES: dict[str, bool] = {}
+
+
+def add_kind_module(module: str) -> None:
+    """Name a module whose import registers model kinds; it is imported on the first lookup."""
+    _KIND_MODULES.setdefault(module, False)
 
 
 def register_model_kind(
@@ -125,10 +131,10 @@ def register_model_kind(
 
 def kinds() -> list[ModelKind]:
     """Every registered kind, in registration order (the order detection tries them)."""
-    global _builtin_loaded
-    if not _builtin_loaded:
-        _builtin_loaded = True
-        importlib.import_module(BUILTIN_KINDS)
+    for module, imported in list(_KIND_MODULES.items()):
+        if not imported:
+            _KIND_MODULES[module] = True
+            importlib.import_module(module)
     return list(_KINDS.values())
 
 

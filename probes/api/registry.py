@@ -1,9 +1,11 @@
 """The probe registry: names → probe classes, lazily.
 
-A probe is one file in this package with a class decorated by `@probe("name", version=N)`.
-Listing never imports a probe: the package's files are read as text and parsed with `ast` for
-that decorator, so `probe list` and `probe --help` stay instant (no numpy, no torch). A probe's
-module is imported only when the probe is asked for by name.
+A built-in probe is one file of a probe package with a class decorated by
+`@probe("name", version=N)`; `add_probe_package` names such a package (`probes/__init__.py` adds
+`probes/library`, so this contract names nothing above it). Listing never imports a probe: the
+package's files are read as text and parsed with `ast` for that decorator, so `probe list` and
+`probe --help` stay instant (no numpy, no torch). A probe's module is imported only when the
+probe is asked for by name.
 
 A probe from outside the package is named by `path/to/file.py:ClassName`; importing the file runs
 its decorator, which registers it like a built-in one.
@@ -28,7 +30,6 @@ from typing import Any
 from txl import files
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
-LIBRARY_DIR = Path(__file__).resolve().parent.parent / "library"  # the built-in probes
 
 
 class RegistryError(ValueError):
@@ -47,6 +48,22 @@ class Entry:
 # name → class, filled by the decorator when a probe module is imported.
 _LOADED: dict[str, type] = {}
 _BUILTIN: dict[str, Entry] | None = None
+# (package, its directory) for every package of built-in probes, in the order they were added
+_PACKAGES: list[tuple[str, Path]] = []
+
+
+def add_probe_package(package: str, directory: Path) -> None:
+    """Make the probes declared in the files of `directory` (the package `package`, importable)
+    built-in: listed by reading those files, each imported when its probe is asked for."""
+    global _BUILTIN
+    if (package, Path(directory)) not in _PACKAGES:
+        _PACKAGES.append((package, Path(directory)))
+        _BUILTIN = None
+
+
+def probe_packages() -> list[tuple[str, Path]]:
+    """The packages of built-in probes: (package, directory)."""
+    return list(_PACKAGES)
 
 
 def probe(name: str, *, version: int, diagnose: int | None = None):
@@ -125,23 +142,24 @@ def scan_file(path: Path, module: str | None = None) -> list[Entry]:
 
 
 def builtin_entries() -> dict[str, Entry]:
-    """Every probe in this package, by name. Two files declaring one name are refused."""
+    """Every probe of the probe packages, by name. Two files declaring one name are refused."""
     global _BUILTIN
     if _BUILTIN is None:
         found: dict[str, Entry] = {}
-        for path in sorted(LIBRARY_DIR.glob("*.py")):
-            if path.name.startswith("_"):
-                continue
-            text = path.read_text(encoding="utf-8")
-            if "@probe(" not in text:  # cheap filter before parsing
-                continue
-            for entry in scan_file(path, module=f"probes.library.{path.stem}"):
-                if entry.name in found:
-                    raise RegistryError(
-                        f"probe name {entry.name!r} is declared twice: "
-                        f"{found[entry.name].target} and {entry.target}"
-                    )
-                found[entry.name] = entry
+        for package, directory in _PACKAGES:
+            for path in sorted(directory.glob("*.py")):
+                if path.name.startswith("_"):
+                    continue
+                text = path.read_text(encoding="utf-8")
+                if "@probe(" not in text:  # cheap filter before parsing
+                    continue
+                for entry in scan_file(path, module=f"{package}.{path.stem}"):
+                    if entry.name in found:
+                        raise RegistryError(
+                            f"probe name {entry.name!r} is declared twice: "
+                            f"{found[entry.name].target} and {entry.target}"
+                        )
+                    found[entry.name] = entry
         _BUILTIN = found
     return _BUILTIN
 
