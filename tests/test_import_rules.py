@@ -1,10 +1,13 @@
 """The arrows of docs/design.md ("The parts and their arrows"), held on every import the code
-makes — module-level and function-local alike, read with `ast` (nothing is imported):
+makes — module-level and function-local alike, and a module named as a string for a later
+`importlib` import (`"probes.adapters.kinds"`, `f"probes.library.{stem}"`, `"module:function"`)
+— read with `ast` (nothing is imported):
 
 - each part imports only the parts below it (ALLOWED), so no import runs upward and the parts
   form no cycle;
-- synth imports neither torch nor a model library, and `tokenizers` only inside functions;
-  txl imports no model library;
+- synth imports the standard library, numpy and itself, and `tokenizers` only inside
+  functions; txl imports no model library;
+- no module imports a private name (`_x`) or a private module of another module's;
 - inside probes, torch and transformers are imported only by the adapters, training, the test
   helpers and the process-group calls of one run across processes;
 - a function-local import of the project's own modules says why it is local (`# lazy: …`:
@@ -16,6 +19,8 @@ makes — module-level and function-local alike, read with `ast` (nothing is imp
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +29,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TOPS = ("probes", "synth", "txl")
 MODEL_LIBRARIES = ("torch", "transformers", "accelerate", "gguf")
+SYNTH_LIBRARIES = ("synth", "numpy")  # beside the standard library (and tokenizers, lazily)
 
 BASE = {"txl", "probes.limits", "probes.stats", "probes.signed_rank", "probes._version"}
 # What each part may import: parts, or single modules of one (`synth.rng`). The rows read bottom
@@ -50,7 +56,8 @@ ALLOWED: dict[str, set[str]] = {
     "probes.suite": BASE | {"probes.api", "probes.engine", "probes.framework", "synth"},
     "probes.rerun": BASE | {"probes.api", "probes.framework", "probes.suite", "synth"},
     "probes.training": BASE | {"probes.api", "probes.texts", "probes.adapters", "synth"},
-    "probes": BASE | {"probes.api", "probes.framework"},
+    # the package's own __init__ names the built-in probes and model kinds to the contract
+    "probes": BASE | {"probes.api", "probes.framework", "probes.library", "probes.adapters"},
 }
 ALLOWED["probes.cli"] = (
     BASE
@@ -71,6 +78,39 @@ class Import:
     local: bool  # inside a function
     lazy: bool  # the line says `# lazy:`
     type_only: bool  # under `if TYPE_CHECKING:`
+    names: tuple[str, ...] = ()  # what `from target import …` takes (empty: the module itself)
+
+
+# a project module written as a string, for an import made later by name (`importlib`)
+NAMED_MODULE = re.compile(r"(?:probes|synth|txl)(?:\.[A-Za-z_][A-Za-z_0-9]*)*")
+
+
+def named_modules(tree: ast.Module) -> list[tuple[ast.AST, str]]:
+    """Strings (docstrings aside) that name a project module: the whole string, its part
+    before `:` (`module:function`), or an f-string's leading text (`f"probes.library.{x}"`)."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            head = node.values[0] if node.values else None
+            if isinstance(head, ast.Constant) and isinstance(head.value, str):
+                text = head.value.rstrip(".")
+                if NAMED_MODULE.fullmatch(text) and "." in text:
+                    out.append((node, text))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) in docstrings:
+                continue
+            text = node.value.split(":", 1)[0] if ":" in node.value else node.value
+            if NAMED_MODULE.fullmatch(text) and "." in text:
+                out.append((node, text))
+    return out
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -88,7 +128,17 @@ def imports_of(text: str, module: str, is_package: bool, file: str = "") -> list
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             type_only.update(id(n) for n in ast.walk(node))
     out = []
+    in_fstring = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+    for node, target in named_modules(tree):
+        if id(node) in in_fstring:
+            continue
+        out.append(
+            Import(
+                file, node.lineno, module, target, id(node) in local, True, id(node) in type_only
+            )
+        )
     for node in ast.walk(tree):
+        names: tuple[str, ...] = ()
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -98,6 +148,7 @@ def imports_of(text: str, module: str, is_package: bool, file: str = "") -> list
                 package = package[: len(package) - node.level + 1]
                 base = ".".join([*package, base] if base else package)
             targets = [f"{base}.{a.name}" for a in node.names] if base in TOPS else [base]
+            names = tuple(a.name for a in node.names)
         else:
             continue
         lazy = "# lazy:" in " ".join(lines[node.lineno - 1 : node.end_lineno])
@@ -111,6 +162,7 @@ def imports_of(text: str, module: str, is_package: bool, file: str = "") -> list
                     id(node) in local,
                     lazy,
                     id(node) in type_only,
+                    names,
                 )
             )
     return out
@@ -174,13 +226,37 @@ def model_libraries(imports: list[Import]) -> list[str]:
     for i in imports:
         lib = i.target.split(".")[0]
         a = part(i.source)
-        if a == "synth" and (lib in MODEL_LIBRARIES or (lib == "tokenizers" and not i.local)):
+        if a == "synth" and not (
+            lib in SYNTH_LIBRARIES
+            or lib in sys.stdlib_module_names
+            or (lib == "tokenizers" and i.local)
+        ):
             bad.append(f"{i.file}:{i.line} synth imports {i.target}")
         if a == "txl" and lib in MODEL_LIBRARIES[1:]:
             bad.append(f"{i.file}:{i.line} txl imports {i.target}")
         if a.startswith("probes") and lib in MODEL_LIBRARIES and a not in TORCH_PARTS:
             if not (i.local and i.lazy and i.source == "txl.process_rank"):
                 bad.append(f"{i.file}:{i.line} {a} imports {i.target}")
+    return bad
+
+
+def private_names(imports: list[Import]) -> list[str]:
+    """Imports of another module's private names or of a private module of another package
+    (a package's own `_x` modules are its business: `synth.edits._ops` from `synth.edits.x`)."""
+    bad = []
+    for i in imports:
+        if i.target.split(".")[0] not in TOPS:
+            continue
+        private = [n for n in i.names if n.startswith("_") and not n.startswith("__")]
+        if private and i.target != i.source:
+            bad.append(f"{i.file}:{i.line} {i.source} imports {', '.join(private)} of {i.target}")
+        parts = i.target.split(".")
+        for k, name in enumerate(parts):
+            if name.startswith("_") and not name.startswith("__"):
+                owner = ".".join(parts[:k])
+                if not (i.source == owner or i.source.startswith(owner + ".")):
+                    bad.append(f"{i.file}:{i.line} {i.source} imports the private {i.target}")
+                break
     return bad
 
 
@@ -199,6 +275,10 @@ def test_every_function_local_import_of_the_project_says_why(everything):
 
 def test_model_libraries_stay_in_their_parts(everything):
     assert model_libraries(everything) == []
+
+
+def test_no_module_imports_another_modules_private_names(everything):
+    assert private_names(everything) == []
 
 
 def test_the_rules_catch_what_they_forbid():
@@ -223,6 +303,31 @@ def test_the_rules_catch_what_they_forbid():
     assert upward(api) == ["a.py:1 probes.api imports synth.edits"]
     tok = imports_of("import tokenizers\n", "synth.text.tokenizer", False, "t.py")
     assert model_libraries(tok) == ["t.py:1 synth imports tokenizers"]
+    assert model_libraries(imports_of("import scipy.special\nimport rich\nimport numpy, re\n",
+                                      "synth.rng", False, "r.py")) == [
+        "r.py:1 synth imports scipy.special",
+        "r.py:2 synth imports rich",
+    ]  # fmt: skip
+    by_name = (
+        'KINDS = "probes.adapters.kinds"\n'
+        "def f(stem):\n"
+        '    importlib.import_module(f"probes.library.{stem}")\n'
+        '    return "probes.engine.rows:score_batches", "see docs/design.md", "probes"\n'
+    )
+    assert upward(imports_of(by_name, "probes.api.kinds", False, "k.py")) == [
+        "k.py:1 probes.api imports probes.adapters.kinds",
+        "k.py:3 probes.api imports probes.library",
+        "k.py:4 probes.api imports probes.engine.rows",
+    ]
+    private = (
+        "from synth.text.facts import draw_values, _example\n"
+        "from synth.edits._ops import doc_topic\n"
+        "from synth.text._inner import x\n"
+    )
+    assert private_names(imports_of(private, "synth.text.contexts", False, "p.py")) == [
+        "p.py:1 synth.text.contexts imports _example of synth.text.facts",
+        "p.py:2 synth.text.contexts imports the private synth.edits._ops",
+    ]
     command = "def run():\n    from probes.framework import runner\n"  # the CLI says why once
     assert unmarked_local(imports_of(command, "probes.cli.run", False, "c.py")) == []
     assert unmarked_local(imports_of(command, "probes.suite.one", False, "s.py")) == [

@@ -6,7 +6,7 @@ from hypothesis import given, reject
 from hypothesis import strategies as st
 
 from synth.edits import EDITS, apply_edit, resolve
-from synth.edits._common import query_key
+from synth.edits.common import query_key
 from synth.generate import make_example
 from synth.language import Language
 from synth.pairs import make_pair

@@ -9,13 +9,14 @@ no-op. Backend: NCCL on CUDA, gloo on CPU.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from txl.process_rank import ProcessRank
+if TYPE_CHECKING:  # process_rank calls into this module; this one only names its type
+    from txl.process_rank import ProcessRank
 
 
 def init(ctx: ProcessRank, device: torch.device) -> None:

@@ -48,7 +48,7 @@ from probes.engine.paired import Job
 from probes.engine.sweep import SweepText, evenly
 from probes.texts.synth_ids import SynthTexts
 from synth import rng as rnd
-from synth.edits._common import doc_topic
+from synth.edits.common import doc_topic
 from synth.example import Example, Fact, Pair, Query, Span
 from synth.generate import MIN_DISTANCE, filler, make_example
 from synth.language import MAX_FACT_TOKENS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.edits._common import Op, move, move_fact, neutral_filler, splice, supporting_fact
+from synth.edits.common import Op, move, move_fact, neutral_filler, splice, supporting_fact
 from synth.edits.registry import register
 from synth.example import Example, Pair, Query
 from synth.language import Language

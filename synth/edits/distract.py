@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from synth import rng as rnd
-from synth.edits._common import (
+from synth.edits.common import (
     assemble_variant,
     fresh_entity,
     fresh_value,

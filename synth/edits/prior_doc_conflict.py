@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from synth import rng as rnd
-from synth.edits._common import (
+from synth.edits.common import (
     Op,
     assemble_variant,
     fresh_value,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.edits._common import Op, fresh_entity, moved, splice, supporting_fact
+from synth.edits.common import Op, fresh_entity, moved, splice, supporting_fact
 from synth.edits.registry import register
 from synth.example import Example, Fact, Pair
 from synth.language import FACT_ENTITY_OFFSET, Language

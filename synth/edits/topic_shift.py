@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from synth import rng as rnd
-from synth.edits._common import doc_topic, get_query
+from synth.edits.common import doc_topic, get_query
 from synth.edits.registry import register
 from synth.example import Example, Pair
 from synth.generate import filler

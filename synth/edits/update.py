@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.edits._common import (
+from synth.edits.common import (
     Op,
     assemble_variant,
     exact_op,

@@ -23,7 +23,7 @@ from synth import rng as rnd
 from synth.edits.prior_doc_conflict import CrossDocument
 from synth.example import Example, Pair, Span
 from synth.text.compose import DocPlan, Placed, compose
-from synth.text.facts import REDRAWS, _example, draw_values
+from synth.text.facts import REDRAWS, composed_example, draw_values
 from synth.text.haystack import HaystackError
 from synth.text.render import Misaligned, Piece, mismatch, render
 from synth.text.world import TextWorld
@@ -98,8 +98,10 @@ def cross_document(
     foreign = compose(world, rng, [DocPlan(len_a), b_fixed])
     if not np.array_equal(conflict.rendered.tokens[len_a:], foreign.rendered.tokens[len_a:]):
         raise Misaligned("B tokenizes differently after A and after the foreign document")
-    conf_ex = _example(world, conflict, [a_doc.placed, b.placed], {"kind": "text-cross-doc"})
-    foreign_ex = _example(world, foreign, [(), b.placed], {"kind": "text-cross-doc"})
+    conf_ex = composed_example(
+        world, conflict, [a_doc.placed, b.placed], {"kind": "text-cross-doc"}
+    )
+    foreign_ex = composed_example(world, foreign, [(), b.placed], {"kind": "text-cross-doc"})
     return CrossDocument(
         conflict=conf_ex,
         foreign=foreign_ex,
@@ -161,7 +163,7 @@ def topic_shift(
     else:
         raise Misaligned("no region of another document leaves the rest of the text unchanged")
     placed = [base_plan.placed]
-    ex = _example(world, base, placed, {"kind": "text-topic-shift"})
+    ex = composed_example(world, base, placed, {"kind": "text-topic-shift"})
     var = ex.replace(tokens=variant.rendered.tokens, meta={"kind": "text-topic-shift"})
     alignment = np.arange(length, dtype=np.int64)
     alignment[1 : 1 + region] = -1

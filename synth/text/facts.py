@@ -111,10 +111,12 @@ def fact_text(
     placed = [Placed(f_start[k] + off, facts[k]) for k in range(n)]
     placed += [Placed(q_start[k] + off, queries[k]) for k in range(n)]
     composed = compose(world, rng, [DocPlan(L, tuple(placed))])
-    return _example(world, composed, [placed], {"kind": "text-facts", "distances": list(distances)})
+    return composed_example(
+        world, composed, [placed], {"kind": "text-facts", "distances": list(distances)}
+    )
 
 
-def _example(
+def composed_example(
     world: TextWorld, composed: Composed, placed: Sequence[Sequence[Placed]], meta: dict
 ) -> Example:
     """The Example of a composition whose placed blocks (per document) include facts and
