@@ -15,7 +15,7 @@ import probes
 from probes.adapters.planted import PlantedModel
 from probes.api import params as pm
 from probes.api.model import horizon, score_rows
-from probes.api.probe_base import RunContext
+from probes.api.probe_base import LengthLimit, RunContext
 from probes.cli.main import cli
 from probes.library.context_ablation import ABLATIONS, ContextAblation
 from probes.texts.synth_ids import SynthTexts
@@ -131,3 +131,23 @@ def test_sizes_it_cannot_use_are_refused_in_one_line_before_any_directory(tmp_pa
     assert r.exit_code == 2 and says in r.output, r.output
     assert len(r.output.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_a_length_limit_says_whether_it_is_the_models_or_the_texts():
+    """Probes keep different room below the model's row and below the texts they cut from
+    (context-ablation's replaced context is another text of the same source: half of it), so
+    each limit says which it is rather than leaving them to read its message."""
+
+    class Source:
+        def length_limits(self):
+            return [(10_001, "the haystack's 10,001 tokens")]
+
+    class Model:
+        def max_row_length(self, geometry):
+            return 4_096
+
+    assert RunContext(Model(), None, None, Source(), n=1, seed=0).length_limits() == [
+        LengthLimit(4_096, "the model's 4,096 positions", of_model=True),
+        LengthLimit(10_001, "the haystack's 10,001 tokens", of_model=False),
+    ]
+    assert RunContext(object(), None, None, None, n=1, seed=0).length_limits() == []

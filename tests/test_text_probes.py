@@ -290,3 +290,24 @@ def test_auto_bins_cut_to_a_short_haystack_say_so(model, tmp_path):
     assert "cut to" in line and "the haystack's" in line
     (summary,) = (tmp_path / "o").glob("fact-swap/*/*/summary.json")
     assert json.loads(summary.read_text())["metrics"]["bins_cut"] == line.removeprefix("bins: ")
+
+
+@pytest.mark.parametrize(
+    "probe, option, bound",
+    [("long-nll", "--length", "the haystack's"), ("context-ablation", "--context", "half the haystack's")],
+)  # fmt: skip
+def test_a_text_longer_than_the_haystack_allows_is_refused_naming_the_haystack(
+    model, tmp_path, probe, option, bound
+):
+    """long-nll cuts one run of the haystack (less a little room); context-ablation's replaced
+    context is another document of it, so each of its texts gets half: a given length past
+    either is refused in one line naming the bound, before anything is written."""
+    from pathlib import Path
+
+    words = Path(__file__).resolve().parents[1].joinpath("docs", "design.md").read_text().split()
+    hay = tmp_path / "hay.txt"
+    hay.write_text(" ".join(words[:300]))
+    r = CliRunner().invoke(cli, ["run", probe, "--model", model, "--haystack", str(hay), option,
+                                 "100000", "--out", str(tmp_path / "o"), *FAST])  # fmt: skip
+    assert r.exit_code == 2 and bound in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()

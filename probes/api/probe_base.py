@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -54,6 +54,14 @@ class ProbeNotApplicable(ProbeInputError):
         super().__init__(message)
         self.reason = reason
         self.model: Any = None  # the loaded model it does not apply to (set by the runner)
+
+
+class LengthLimit(NamedTuple):
+    """A bound on the length of a text a run can score (`RunContext.length_limits`)."""
+
+    tokens: int
+    what: str  # for a message: "the model's 4,096 positions", "the haystack's 9,000 tokens"
+    of_model: bool  # the model's row (its positions); else the texts the run cuts from
 
 
 @dataclass
@@ -142,18 +150,20 @@ class RunContext:
                 "no draw fits the distance bins); try other --distance bins or --tokenizer synth"
             )
 
-    def length_limits(self) -> list[tuple[int, str]]:
-        """What bounds the length of a text this run can score, as (tokens, what) pairs: the
-        model's row (`max_row_length`, an optional LossModel capability: learned absolute
-        positions end a row at the position table) and, on real text, the haystack the text is
-        cut from. Each probe keeps its own room below them."""
+    def length_limits(self) -> list[LengthLimit]:
+        """What bounds the length of a text this run can score: the model's row
+        (`max_row_length`, an optional LossModel capability: learned absolute positions end a
+        row at the position table) and, on real text, the haystack the text is cut from. Each
+        probe keeps its own room below them."""
         out = []
         fn = getattr(self.model, "max_row_length", None)
         longest = fn(self.geometry) if fn is not None else None
         if longest is not None:
-            out.append((longest, f"the model's {longest:,} positions"))
+            out.append(LengthLimit(longest, f"the model's {longest:,} positions", of_model=True))
         if self.texts is not None:
-            out.extend(self.texts.length_limits())
+            out.extend(
+                LengthLimit(n, what, of_model=False) for n, what in self.texts.length_limits()
+            )
         return out
 
     @property

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from probes.api.params import param
-from probes.api.probe_base import ProbeInputError, RunContext
+from probes.api.probe_base import LengthLimit, ProbeInputError, RunContext
 from probes.engine.distance_bins import auto_bins, check_ranges, parse_ranges, ranges_text
 from probes.engine.paired import Job
 from synth import rng as rnd
@@ -77,13 +77,15 @@ def min_distance(ctx: RunContext) -> int:
 ROW_ROOM = 48
 
 
-def row_limit(ctx: RunContext) -> tuple[int, str] | None:
+def row_limit(ctx: RunContext) -> LengthLimit | None:
     """The longest fact → answer distance the run's texts can hold and what limits it, or None
     for no limit (`RunContext.length_limits`, less the room a fact-probe row keeps besides the
     distance, and a segment where it is the model's row)."""
     limits = [
-        (n - ROW_ROOM - (ctx.geometry.tgt_len if "positions" in what else 0), what)
-        for n, what in ctx.length_limits()
+        limit._replace(
+            tokens=limit.tokens - ROW_ROOM - (ctx.geometry.tgt_len if limit.of_model else 0)
+        )
+        for limit in ctx.length_limits()
     ]
     return min(limits) if limits else None
 
@@ -99,12 +101,12 @@ def distance_bins(text: str, ctx: RunContext, minimum: int | None = None) -> lis
         "distance", text, parse_ranges, lambda: auto_bins(ctx.horizon), ranges_text
     )
     limit = row_limit(ctx)
-    if limit is not None and bins[-1][1] > limit[0]:
-        top, what = max(limit[0], 0), limit[1]
+    if limit is not None and bins[-1][1] > limit.tokens:
+        top, what = max(limit.tokens, 0), limit.what
         if given is not None:
             raise ProbeInputError(
                 f"--distance {text!r}: {what} hold distances up to {top:,} tokens; give "
-                f"shorter distances{' or --evaluator window' if 'positions' in what else ''}"
+                f"shorter distances{' or --evaluator window' if limit.of_model else ''}"
             )
         kept = [(lo, min(hi, top)) for lo, hi in bins if lo <= top]
         if not kept or top < lowest + 1:

@@ -134,9 +134,9 @@ class ContextAblation(Probe):
         p = self.params
         g = ctx.geometry
         W = p.window
-        # a replaced context comes from another document: half the haystack at most
-        limits = [(n // 2, f"half {what}") if "haystack" in what else (n, what)
-                  for n, what in ctx.length_limits()]  # fmt: skip
+        # a replaced context is another document of the same texts: half of them at most
+        limits = [(n, what) if of_model else (n // 2, f"half {what}")
+                  for n, what, of_model in ctx.length_limits()]  # fmt: skip
         cut = ctx.model.info.evaluator not in ("full", None) and not ctx.horizon.state
         if cut and g.mem_len + g.tgt_len > 0:  # a cut cache: keep the whole text in its sight
             band = g.mem_len + g.tgt_len

@@ -187,25 +187,25 @@ class CrossDoc(Probe):
         if limit is not None:
             # A's fact, and B's fact and answer beside its offset, in the model's tokens
             facts = 2 * texts.model_length(fact)
-            room = limit[0] - offset - facts
+            room = limit.tokens - offset - facts
             if tail and p.check_tail == "auto" and bins[-1][1] + tail > room:
                 tail = 0  # the check's tokens do not fit: left out (the check says why)
                 self.tail_left_out = (
                     f"B's padding past A's reach ({reach + CHECK_TAIL + 1:,} tokens) does not "
-                    f"fit {limit[1]}"
+                    f"fit {limit.what}"
                 )
             if given is None:
                 bins = [(lo, min(hi, room - tail)) for lo, hi in bins if lo <= room - tail]
             elif bins[-1][1] + tail > room:
                 padded = " with B padded past the reach" if tail else ""
                 raise ProbeInputError(
-                    f"--distance {p.distance!r}: {limit[1]} hold gaps up to "
+                    f"--distance {p.distance!r}: {limit.what} hold gaps up to "
                     f"{max(room - tail, 0):,} tokens here{padded}; give shorter distances"
                     + (" or --check-tail off" if tail else "")
                 )
             if not bins:
                 raise ProbeInputError(
-                    f"{limit[1]} leave room for no cross-doc gap at this geometry"
+                    f"{limit.what} leave room for no cross-doc gap at this geometry"
                     + (f" with B padded {tail:,} tokens past its query" if tail else "")
                     + "; lower --mem"
                     + (" or give --check-tail off" if tail else "")

@@ -93,8 +93,7 @@ class LongNLL(Probe):
             )
         self.fill = (g.mem_len // g.tgt_len + 1) * g.tgt_len + 1  # the first target cut off
         length = self.params.length or 4 * self.band
-        limits = [(n - ROOM if "haystack" in what else n, what)
-                  for n, what in ctx.length_limits()]  # fmt: skip
+        limits = [(n if of_model else n - ROOM, what) for n, what, of_model in ctx.length_limits()]
         cut_by = ""  # what shortened the default length
         for top, what in limits:
             if length > top:
