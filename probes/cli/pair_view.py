@@ -60,7 +60,8 @@ def probes_with_pairs() -> list[str]:
 
 def no_pairs_message(name: str) -> str:
     return (
-        f"probe {name} scores no pairs of texts; synth show shows the first pair of "
+        f"probe {name} does not score the base and variant of one edit; synth show shows the "
+        f"first pair of "
         f"{', '.join(probes_with_pairs())}, or an edit's pair with --edit NAME "
         f"({', '.join(sorted(EDITS))})"
     )
