@@ -412,3 +412,94 @@ def test_the_count_of_hostile_inputs_is_the_tables():
 
 if __name__ == "__main__":  # test_tested_blocks_run's child: python tests/test_readme.py PAGE
     print(f"tested blocks run: {run_page(Path(sys.argv[1]))}")
+
+
+# --- design.md's CLI contract -------------------------------------------------------------------
+
+
+def cli_commands() -> dict[str, click.Command]:
+    """Every command of `probe`, by its path ("synth show"); `run PROBE` stands for every
+    probe's command, with the options all of them share."""
+    out: dict[str, click.Command] = {}
+
+    def walk(cmd: click.Command, path: list[str]) -> None:
+        if isinstance(cmd, click.Group) and path != ["run"]:
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                walk(cmd.get_command(ctx, name), [*path, name])
+        else:
+            out[" ".join(path)] = cmd
+
+    walk(cli, [])
+    return out
+
+
+def option_flags(cmd: click.Command) -> dict[str, tuple[str, ...] | None]:
+    """Each option's flags as a synopsis writes them (`--reset/--carry`), and its choices."""
+    return {
+        "/".join([*(o for o in p.opts if o.startswith("--")), *p.secondary_opts]): (
+            tuple(p.type.choices) if isinstance(p.type, click.Choice) else None
+        )
+        for p in cmd.params
+        if isinstance(p, click.Option) and p.name != "help"
+    }
+
+
+def run_flags() -> dict[str, tuple[str, ...] | None]:
+    """The options every probe's `probe run` command takes."""
+    run = cli.get_command(click.Context(cli), "run")
+    ctx = click.Context(run)
+    each = [option_flags(run.get_command(ctx, n)) for n in run.list_commands(ctx)]
+    return {k: v for k, v in each[0].items() if all(k in e for e in each)}
+
+
+def contract_block(text: str) -> dict[str, dict[str, tuple[str, ...] | None]]:
+    """design.md's CLI contract: per command path, each flag it shows and the alternatives
+    shown after it (`--device auto|cpu|cuda`; None where none are)."""
+    body = text.split("## CLI contract\n\n```\n", 1)[1].split("```", 1)[0]
+    shown: dict[str, dict[str, tuple[str, ...] | None]] = {}
+    path = None
+    for line in body.splitlines():
+        if line.startswith("probe "):
+            words = line.split()[1:]
+            path = []
+            while words and re.fullmatch(r"[a-z][a-z-]*", words[0]):
+                path.append(words.pop(0))
+            path = " ".join(path)
+            shown.setdefault(path, {})
+        elif not line.startswith(" "):
+            path = None  # another program's line (torchrun)
+        if path is None:
+            continue
+        for m in re.finditer(
+            r"\[?(--[a-z][a-z-]*(?:/--[a-z][a-z-]*)?)(?: ([a-z0-9]+(?:\|[a-z0-9]+)+)\])?", line
+        ):
+            shown[path][m.group(1)] = tuple(m.group(2).split("|")) if m.group(2) else None
+    return shown
+
+
+def test_the_cli_contract_of_design_md_is_the_cli():
+    """Every command, every option of each and the choices of each, as the CLI has them."""
+    shown = contract_block((ROOT / "docs" / "design.md").read_text(encoding="utf-8"))
+    commands = cli_commands()
+    assert sorted(shown) == sorted(commands)
+    for path, cmd in commands.items():
+        flags = run_flags() if path == "run" else option_flags(cmd)
+        assert sorted(shown[path]) == sorted(flags), path
+        for flag, choices in flags.items():
+            if choices is not None:
+                assert shown[path][flag] == choices, (path, flag)
+
+
+def test_the_contract_check_sees_a_missing_option_and_a_missing_choice():
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    shown = contract_block(text.replace(" [--allow-file-probes]", "").replace("|state]", "]"))
+    assert "--allow-file-probes" not in shown["rerun"]
+    assert shown["run"]["--evaluator"] == (
+        "cached",
+        "recompute",
+        "full",
+        "window",
+        "stream",
+        "sinks",
+    )

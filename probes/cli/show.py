@@ -29,6 +29,7 @@ from typing import Any
 import click
 
 from probes.cli.errors import BadInput
+from txl import files
 
 
 @click.command("show")
@@ -288,14 +289,13 @@ def _save_strings(path: Path, arrays, strings: dict[int, str], where: str) -> st
     """--save-strings: `strings` into the run's texts.npz (probes/framework/token_strings.py)."""
     from probes.framework import token_strings  # lazy: numpy
     from probes.report.show_run import ARRAYS_LIMIT  # lazy: numpy
-    from txl.files import FileRefused  # lazy: kept with its one use
 
     ids = token_strings.used_ids(arrays.texts)
     packed = token_strings.pack(ids, [strings[int(i)] for i in ids])
     file = path / "texts.npz"
     try:
         token_strings.add_to_npz(file, packed, ARRAYS_LIMIT)
-    except (FileRefused, ValueError) as e:
+    except (files.FileRefused, ValueError) as e:
         raise BadInput(f"--save-strings: {e}") from None
     except OSError as e:
         raise BadInput(
@@ -309,7 +309,6 @@ def _tokenizer(path: str, vocab: dict):
     """The tokenizer at `path` (a tokenizer.json, its directory, or a GGUF file), if it is the
     one run.json names by sha256."""
     from synth.text.tokenizer import TextTokenizer, TokenizerError  # lazy: numpy
-    from txl import files  # lazy: kept with its one use
 
     def read(f: Path) -> bytes:  # bounded, as every file the toolkit reads
         return files.read_bytes(f, "tokenizer" if f.name == "tokenizer.json" else "json")
