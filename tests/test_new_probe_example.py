@@ -1,8 +1,9 @@
 """A probe for a new edit, on synth and on real text, is one probe file plus one edit
 registration: both written here to a temporary directory (nothing shipped, no list edited), the
-edit registered once with its synth realisation (`synth.edits.register`) and its real-text one
-(`probes.texts.real_edits.real_edit`), and the probe run from its file in both modes. The edit
-restates the fact as it was, so every pair's delta is exactly 0 whatever the model."""
+edit registered once with its synth function and its real-text realisation
+(`synth.edits.register(..., real="module:function")`), and the probe run from its file in both
+modes. The edit restates the fact as it was, so every pair's delta is exactly 0 whatever the
+model; each realisation notes its calls, so the test sees that each mode went through its own."""
 
 import json
 import sys
@@ -19,23 +20,25 @@ from probes.testing import tiny_checkpoint
 EDIT = '''
 import numpy as np
 
-from probes.texts.real_edits import real_edit
 from synth.edits import register
 from synth.example import Pair
+
+CALLS = []  # which realisation made each pair
 
 
 def same(base):
     return Pair(base, base, np.arange(len(base), dtype=np.int64), {"edit": "restate"})
 
 
-@register("restate")
+@register("restate", real="restate_edit:restate_text")
 def restate(base, rng, lang, *, query=0):
     """The fact stated as it was: the variant is the base."""
+    CALLS.append("synth")
     return same(base)
 
 
-@real_edit("restate")
 def restate_text(world, rng, base, *, query=0):
+    CALLS.append("real text")
     return same(base)
 '''
 
@@ -65,7 +68,6 @@ class Restate(PairedProbe):
 
 @pytest.fixture
 def plugin(tmp_path, monkeypatch):
-    from probes.texts.real_edits import REAL_EDITS
     from synth.edits import EDITS
 
     (tmp_path / "restate_edit.py").write_text(textwrap.dedent(EDIT))
@@ -73,7 +75,6 @@ def plugin(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     yield f"{tmp_path / 'restate_probe.py'}:Restate"
     EDITS.pop("restate", None)
-    REAL_EDITS.pop("restate", None)
     sys.modules.pop("restate_edit", None)
 
 
@@ -98,11 +99,15 @@ def exact_zero(doc, samples):
 def test_a_new_edit_and_its_probe_run_on_synth_and_on_real_text(plugin, tmp_path):
     synth_model = tiny_checkpoint(tmp_path / "synth", mem_len=8, tgt_len=8)
     exact_zero(*run(plugin, synth_model, tmp_path / "out"))
+    calls = sys.modules["restate_edit"].CALLS
+    assert set(calls) == {"synth"}
+    calls.clear()
     require_tokenizers()
     text_model = text_checkpoint(tmp_path / "text")
     doc, samples = run(plugin, text_model, tmp_path / "out-text", "--haystack", "default",
                        "--distance", "40-60")  # fmt: skip
     exact_zero(doc, samples)
+    assert set(calls) == {"real text"} and len(calls) >= len(samples)
     assert doc["metrics"]["unmatched_pairs"] == 0
     run_json = json.loads((Path(doc["run_dir"]) / "run.json").read_text())
     assert run_json["text"]["haystack"] == "default"

@@ -323,3 +323,25 @@ def test_rebind_keeps_the_value_and_binds_it_to_an_entity_the_text_never_mention
     b, v = p.aligned_targets()
     assert (p.base.tokens[b] == p.variant.tokens[v]).all()  # the answer is unchanged
     check_consistent(p.variant)
+
+
+def test_each_real_text_realisation_is_registered_with_its_edit_and_importable():
+    """An edit names its real-text realisation once, where it registers itself: those the
+    haystack writes resolve to a function of synth.text, and an edit without one says so."""
+    import importlib
+
+    from synth.edits import NotOnRealText
+    from synth.edits.registry import register
+
+    real = {name: e.real for name, e in EDITS.items() if e.real is not None}
+    assert set(real) == {"replace", "rebind", "delete"}
+    for target in real.values():
+        module, _, attr = target.partition(":")
+        assert module.startswith("synth.text.") and callable(
+            getattr(importlib.import_module(module), attr)
+        )
+    with pytest.raises(NotOnRealText, match="'update' is not written on real text"):
+        EDITS["update"].on_real_text(None, None, None)
+    with pytest.raises(ValueError, match="real must name 'module:function'"):
+        register("nameless-realisation", real="synth.text.facts")
+    assert "nameless-realisation" not in EDITS

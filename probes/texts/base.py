@@ -10,7 +10,7 @@ size them (`query_length`, `fact_length`, `short_distance`, `synth_length`, `mod
 
 A fact job is drawn in one call, `fact_job`: a base with one fact `distance` tokens before its
 answer, the named edit (`synth.edits`) applied to it — on real text the edit's real-text
-realisation (`probes.texts.real_edits`) — and the Job scoring the answer. None: the pair could
+realisation (`Edit.on_real_text`) — and the Job scoring the answer. None: the pair could
 not be kept aligned in the model's tokens (the run counts it in `ctx.unmatched`). `fact_jobs`
 draws several edits (`Variant`s) of one base, kept or dropped together.
 """

@@ -11,8 +11,8 @@ from probes.api.probe_base import ProbeInputError
 from probes.engine.fact_pairs import answer_job
 from probes.engine.sweep import example_sweep_text
 from probes.texts.base import Texts
-from probes.texts.real_edits import REAL_EDITS
 from synth import rng as rnd
+from synth.edits import EDITS, NotOnRealText
 from synth.text import contexts
 from synth.text.facts import fact_text
 from synth.text.haystack import HaystackError
@@ -59,15 +59,19 @@ class HaystackTexts(Texts):
 
     def fact_jobs(self, probe, variants, rng, distance, lead, bin, *, supported=True, tail=2,
                   minimum=None):  # fmt: skip
-        missing = [v.edit for v in variants if v.edit not in REAL_EDITS]
+        missing = [v.edit for v in variants if EDITS[v.edit].real is None]
         # a base without its fact, or with another tail, is not written on real text yet
         if missing or not supported or tail != 2:
             raise ProbeInputError(f"probe {probe} does not write real text yet; drop --haystack")
         try:
             base = fact_text(self.world, rng, [distance], lead=lead)
-            pairs = [REAL_EDITS[v.edit](self.world, rng, base, **v.params) for v in variants]
+            pairs = [
+                EDITS[v.edit].on_real_text(self.world, rng, base, **v.params) for v in variants
+            ]
         except Misaligned:
             return None
+        except NotOnRealText as e:
+            raise ProbeInputError(f"probe {probe}: {e}; drop --haystack") from None
         except ProbeInputError:
             raise
         except ValueError as e:
@@ -81,7 +85,7 @@ class HaystackTexts(Texts):
     # ------------------------------------------------------------------ restatements
 
     def restated_fact_job(self, probe, rng, group, distance, lead, bin, *, restated_at):
-        # the `update` edit has no real-text realisation (`probes.texts.real_edits`)
+        # the `update` edit has no real-text realisation (`synth.edits.register(..., real=)`)
         raise ProbeInputError(f"probe {probe} does not write real text yet; drop --haystack")
 
     # ------------------------------------------------------------------ single texts

@@ -20,7 +20,7 @@ from synth.edits.identity import identity
 from synth.edits.insert import insert
 from synth.edits.prior_doc_conflict import prior_doc_conflict
 from synth.edits.rebind import rebind
-from synth.edits.registry import EDITS, Edit, register
+from synth.edits.registry import EDITS, Edit, NotOnRealText, register
 from synth.edits.replace import replace
 from synth.edits.topic_shift import topic_shift
 from synth.edits.update import update
@@ -46,6 +46,7 @@ def apply_edit(
 __all__ = [
     "EDITS",
     "Edit",
+    "NotOnRealText",
     "apply_edit",
     "delete",
     "distract",

@@ -10,7 +10,7 @@ from synth.example import Example, Pair, Query
 from synth.language import Language
 
 
-@register("delete", length_changing=True)
+@register("delete", length_changing=True, real="synth.text.facts:delete_fact")
 def delete(
     base: Example,
     rng: np.random.Generator,

@@ -10,7 +10,7 @@ from synth.example import Example, Fact, Pair
 from synth.language import FACT_ENTITY_OFFSET, Language
 
 
-@register("rebind")
+@register("rebind", real="synth.text.facts:rebind_entity")
 def rebind(
     base: Example,
     rng: np.random.Generator,

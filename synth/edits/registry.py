@@ -1,7 +1,13 @@
-"""The edits by name: each edit's file registers its function once, with what it offers.
+"""The edits by name: each edit's file registers its function once, with what it offers and
+its realisation on real text.
 
-    @register("replace", length_changing=True)
+    @register("replace", length_changing=True, real="synth.text.facts:swap_value")
     def replace(base, rng, lang, *, query=0, same_length=True, ...) -> Pair: ...
+
+The real-text realisation, `(world, rng, base, **params) -> Pair` on a `synth.text` fact text
+with the edit's own parameters, is named as `module:function` and imported when first used, so
+registering an edit imports no real-text machinery. An edit without one is not written on real
+text.
 
 An edit's file imports `register` from here, never from the `synth.edits` package, whose
 `__init__` imports the edits' files (so registering runs no import cycle). `EDITS` is filled as
@@ -10,11 +16,16 @@ they are imported; another package registers its own edits the same way.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from synth.example import Pair
+
+
+class NotOnRealText(ValueError):
+    """An edit, or one of its parameters, that real text does not realise (one line: what)."""
 
 
 @dataclass(frozen=True)
@@ -25,24 +36,36 @@ class Edit:
     fn: Callable[..., Pair]
     # it has the explicit length-changing mode (`same_length=False`); the others keep the length
     length_changing: bool = False
+    real: str | None = None  # its real-text realisation, "module:function" (None: none)
 
     def __call__(self, base: Any, rng: Any, lang: Any, **params: Any) -> Pair:
         return self.fn(base, rng, lang, **params)
+
+    def on_real_text(self, world: Any, rng: Any, base: Any, **params: Any) -> Pair:
+        """The edit of `base`, a fact text of `world` (`synth.text.facts.fact_text`), on real
+        text; NotOnRealText when the edit has no realisation there."""
+        if self.real is None:
+            raise NotOnRealText(f"edit {self.name!r} is not written on real text")
+        module, _, attr = self.real.partition(":")
+        return getattr(importlib.import_module(module), attr)(world, rng, base, **params)
 
 
 EDITS: dict[str, Edit] = {}
 
 
 def register(
-    name: str, *, length_changing: bool = False
+    name: str, *, length_changing: bool = False, real: str | None = None
 ) -> Callable[[Callable[..., Pair]], Callable[..., Pair]]:
     """Register the decorated `(base, rng, lang, **params) -> Pair` as edit `name` (a new name),
-    `length_changing` when it takes `same_length=False`. The function is returned as it is."""
+    `length_changing` when it takes `same_length=False`, `real` its realisation on real text
+    ("module:function", module docstring). The function is returned as it is."""
+    if real is not None and (not isinstance(real, str) or ":" not in real):
+        raise ValueError(f"edit {name!r}: real must name 'module:function', got {real!r}")
 
     def add(fn: Callable[..., Pair]) -> Callable[..., Pair]:
         if name in EDITS:
             raise ValueError(f"edit {name!r} is registered already")
-        EDITS[name] = Edit(name, fn, length_changing)
+        EDITS[name] = Edit(name, fn, length_changing, real)
         return fn
 
     return add

@@ -18,7 +18,7 @@ from synth.example import Example, Fact, Pair, Span
 from synth.language import Language
 
 
-@register("replace", length_changing=True)
+@register("replace", length_changing=True, real="synth.text.facts:swap_value")
 def replace(
     base: Example,
     rng: np.random.Generator,
