@@ -22,8 +22,8 @@ def tiny(tmp_path_factory):
     )
 
 
-def test_every_probe_of_the_library_declares_synth_text_or_says_why_not():
-    """A probe that writes no synth text would be run by no test here: none does today."""
+def test_every_probe_of_the_library_declares_synth_text():
+    """A probe that wrote no synth text would be run by no test here: none does."""
     assert probe_smoke.in_mode("synth") == probe_smoke.names()
 
 

@@ -2,8 +2,9 @@
 
 - a probe: `Probe` (what a probe is: `plan`, then `execute` on a `RunContext`, giving an
   `Outcome`), `probe` (its registration; `add_probe_package` for a package of them), `param` /
-  `increasing_ints` / `ints_text` (its declared options), `Column` and the column sets (its table), `signed` / `effect_row` (its diagnose rows), and the
-  errors that refuse a run (`ProbeInputError`, `ProbeNotApplicable`);
+  `increasing_ints` / `ints_text` (its declared options), `Column` and the column sets (its
+  table), `signed` / `effect_row` (its diagnose rows), and the errors that refuse a run
+  (`ProbeInputError`, `ProbeNotApplicable`);
 - a model: `LossModel` (the door every probe scores through, and every capability it looks for),
   `Horizon` (what a scored token can see), `AdapterError`, and `register_model_kind` for a new
   kind of model file (`add_kind_module` for a module registering kinds when imported).
