@@ -127,7 +127,6 @@ def tool_run(lm, distance: str, n: int, out: Path, device: str, dtype: str) -> d
     """One `probes.run` of fact-swap on a loaded model, timed by phase."""
     from probes.engine import paired
     from probes.framework import runner
-    from probes.library.fact_swap import FactSwap
 
     clock = Clock()
     with contextlib.ExitStack() as stack:
@@ -135,7 +134,7 @@ def tool_run(lm, distance: str, n: int, out: Path, device: str, dtype: str) -> d
         if hasattr(lm, "score_shared"):
             stack.enter_context(clock.wrap(lm, "score_shared", "forwards"))
         stack.enter_context(clock.wrap(paired, "score_batches", "scoring"))
-        stack.enter_context(clock.wrap(FactSwap, "summarize", "statistics"))
+        stack.enter_context(clock.wrap(paired, "summarize", "statistics"))
         stack.enter_context(clock.wrap(runner, "prepare", "texts"))
         stack.enter_context(clock.wrap(runner, "execute", "execute"))
         summary = runner.run(

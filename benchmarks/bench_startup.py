@@ -24,7 +24,7 @@ PHASES = (
     ("  import torch", "torch/__init__.py", "<module>"),
     ("  load the checkpoint", "probes/adapters/txl.py", "load"),
     ("  plan the pairs", "probes/library/fact_swap.py", "plan"),
-    ("score the pairs", "probes/engine/rows.py", "score_batches"),
+    ("score the pairs", "probes/api/rows.py", "score_batches"),
     ("statistics", "probes/engine/paired.py", "summarize"),
     ("plots", "probes/report/plots.py", "draw"),
 )

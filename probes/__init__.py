@@ -20,9 +20,10 @@ from probes._version import __version__
 from probes.api import kinds as _kinds
 from probes.api import registry as _registry
 
-# The built-in probes and model kinds, named to the contract's registries here, at the top, so
+# The built-in probes, model kinds and paired engine, named to the contract here, at the top, so
 # that the contract names nothing above it: each is imported only when it is first asked for.
 _registry.add_probe_package("probes.library", Path(__file__).resolve().parent / "library")
+_registry.set_paired_engine("probes.engine.paired")
 _kinds.add_kind_module("probes.adapters.kinds")
 
 __all__ = ["ProbeInputError", "__version__", "run"]

@@ -49,7 +49,7 @@ PROBES = [
 
 def paired(name: str) -> bool:
     from probes.api import registry
-    from probes.engine.paired import PairedProbe
+    from probes.api.paired import PairedProbe
 
     return issubclass(registry.get(name), PairedProbe)
 
@@ -103,7 +103,7 @@ def test_cross_doc_through_the_bridge_keeps_b_identical_and_its_distances_in_bin
 def _synth_pairs(bridge, edit, rng, n):
     """`n` draws of edit `edit` on the base `synth.pairs.make_pair` builds for it, evened by the
     bridge, with the answer job scored on the text that states the queried fact."""
-    from probes.engine.fact_pairs import answer_job
+    from probes.api.fact_pairs import answer_job
     from probes.texts.bridged import Unmatched
     from synth.pairs import make_pair
 

@@ -157,10 +157,10 @@ def test_rerun_of_a_models_directory_reproduces_it_with_or_without_its_probe_run
 
 
 def test_a_failed_own_check_exits_1_and_names_the_model(tmp_path, monkeypatch):
-    from probes.library.fact_swap import FactSwap
+    from probes.engine import aggregate
 
-    monkeypatch.setattr(
-        FactSwap, "_checks", lambda self, ctx, records: {"broken": {"passed": False, "doc": "x"}}
+    monkeypatch.setattr(  # fact-swap is the one paired probe these runs hold
+        aggregate, "paired_checks", lambda records, tol: {"broken": {"passed": False, "doc": "x"}}
     )
     r = invoke("diagnose", "--out", tmp_path, *QUICK, "--models", f"{A},{B}", *FACT_SWAP_AND_RECL)
     assert r.exit_code == 1

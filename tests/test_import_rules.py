@@ -43,7 +43,14 @@ ALLOWED: dict[str, set[str]] = {
     "probes.stats": {"probes.signed_rank"},
     "probes.limits": {"txl"},
     "probes._version": set(),
-    "probes.api": {"probes.limits", "probes.stats", "synth.rng", "txl.files"},
+    "probes.api": {
+        "probes.limits",
+        "probes.stats",
+        "synth.rng",
+        "synth.generate",
+        "txl.files",
+        "txl.process_rank",
+    },
     "probes.report": BASE,
     "probes.engine": BASE | {"probes.api", "probes.report", "synth"},
     "probes.texts": BASE | {"probes.api", "probes.engine", "synth"},
@@ -59,8 +66,8 @@ ALLOWED: dict[str, set[str]] = {
     "probes": BASE | {"probes.api", "probes.framework"},
 }
 # Parts a part may name in a string (for an `importlib` import later) but not import: the
-# package's own __init__ names the built-in probes and model kinds to the contract's registries.
-NAMED_ONLY: dict[str, set[str]] = {"probes": {"probes.library", "probes.adapters"}}
+# package's own __init__ names the built-in probes, model kinds and paired engine to the contract.
+NAMED_ONLY: dict[str, set[str]] = {"probes": {"probes.library", "probes.adapters", "probes.engine"}}
 ALLOWED["probes.cli"] = (
     BASE
     | {"probes", "synth"}
@@ -323,7 +330,7 @@ def test_the_rules_catch_what_they_forbid():
         'KINDS = "probes.adapters.kinds"\n'
         "def f(stem):\n"
         '    importlib.import_module(f"probes.library.{stem}")\n'
-        '    return "probes.engine.rows:score_batches", "see docs/design.md", "probes"\n'
+        '    return "probes.engine.paired:execute", "see docs/design.md", "probes"\n'
     )
     top = 'import probes.adapters.txl\nKINDS = "probes.adapters.kinds"\n'
     assert upward(imports_of(top, "probes", True, "i.py")) == [
@@ -332,7 +339,7 @@ def test_the_rules_catch_what_they_forbid():
     assert upward(imports_of(by_name, "probes.api.kinds", False, "k.py")) == [
         "k.py:1 probes.api imports probes.adapters.kinds",
         "k.py:3 probes.api imports probes.library",
-        "k.py:4 probes.api imports probes.engine.rows",
+        "k.py:4 probes.api imports probes.engine.paired",
     ]
     private = (
         "from synth.text.facts import draw_values, _example\n"

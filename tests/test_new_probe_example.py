@@ -47,10 +47,7 @@ from typing import ClassVar
 
 import restate_edit  # noqa: F401  (registers the edit)
 
-from probes.engine.fact_pairs import FactParams, plan_by_distance
-from probes.engine.paired import PairedProbe
-from probes.api.declarations import PAIRED
-from probes.api.registry import probe
+from probes.api import PAIRED, FactParams, PairedProbe, plan_by_distance, probe
 
 
 @probe("restate", version=1)

@@ -3,8 +3,8 @@ run that repeats another takes the value its original recorded, whatever `auto` 
 
 import pytest
 
+from probes.api.distance_bins import parse_ranges, ranges_text
 from probes.api.probe_base import ProbeInputError, RunContext
-from probes.engine.distance_bins import parse_ranges, ranges_text
 
 
 def context(pinned=None) -> RunContext:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import probes.engine.fact_pairs as fact_pairs
+import probes.api.fact_pairs as fact_pairs
+from probes.api.distance_bins import auto_bins, parse_ranges
 from probes.cli.main import cli
-from probes.engine.distance_bins import auto_bins, parse_ranges
 from probes.testing import tiny_checkpoint
 
 CONTRACT_BIN = {
@@ -81,16 +81,16 @@ def test_table_and_verdict_on_stdout_progress_only_on_stderr(model, tmp_path, mo
 
 
 def test_failed_own_check_exits_1(model, tmp_path, monkeypatch):
-    from probes.engine.paired import PairedProbe
+    from probes.engine import aggregate
 
-    real = PairedProbe._checks
+    real = aggregate.paired_checks
 
-    def broken(self, ctx, records):
-        out = real(self, ctx, records)
+    def broken(records, tol):
+        out = real(records, tol)
         out["identical_prefix"]["passed"] = False
         return out
 
-    monkeypatch.setattr(PairedProbe, "_checks", broken)
+    monkeypatch.setattr(aggregate, "paired_checks", broken)
     r = invoke(["run", "fact-swap", "--model", model, "--out", str(tmp_path), *FAST])
     assert r.exit_code == 1
     assert "CHECK FAILED" in r.stdout
@@ -105,18 +105,18 @@ def test_failed_own_check_exits_1(model, tmp_path, monkeypatch):
 def test_internal_error_and_interrupt_keep_what_was_done(
     model, tmp_path, monkeypatch, exc, code, status
 ):
-    from probes.engine.paired import PairedProbe
+    from probes.engine import paired
 
-    real = PairedProbe._score_batch
+    real = paired.score_batch
     calls = []
 
-    def flaky(self, ctx, idx, pad):
+    def flaky(probe, ctx, idx, pad):
         if calls:
             raise exc
         calls.append(1)
-        return real(self, ctx, idx, pad)
+        return real(probe, ctx, idx, pad)
 
-    monkeypatch.setattr(PairedProbe, "_score_batch", flaky)
+    monkeypatch.setattr(paired, "score_batch", flaky)
     monkeypatch.setattr(
         "probes.adapters.txl.CachedTXL.max_rows", lambda self, g: 8
     )  # 2 pairs (4 rows each) a batch
@@ -247,8 +247,8 @@ def test_an_interrupted_rerun_of_a_probe_run_is_finished_by_rerun_resume_and_com
     file changed since, a damaged run.json, a finished run) is refused in one line."""
     import numpy as np
 
+    from probes.api import rows
     from probes.api.probe_base import RunContext
-    from probes.engine import rows
 
     monkeypatch.setattr(rows, "max_rows", lambda model, geometry: 4)  # one or two pairs a call
     model = tiny_checkpoint(tmp_path / "m", mem_len=16, tgt_len=16)  # rebuilt in place below

@@ -11,10 +11,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import probes.engine.fact_pairs as fact_pairs
+import probes.api.fact_pairs as fact_pairs
 from probes.api import registry
+from probes.api.distance_bins import auto_bins
 from probes.cli.main import cli
-from probes.engine.distance_bins import auto_bins
 from probes.testing import tiny_checkpoint
 
 torch.set_num_threads(1)
@@ -103,12 +103,12 @@ def test_memory_less_model_shows_no_retrieval_beyond_its_segment(models, tmp_pat
 
 
 def test_a_failed_own_check_exits_1(models, tmp_path, monkeypatch):
-    from probes.library.fact_swap import FactSwap
+    from probes.engine import aggregate
 
-    def broken(self, ctx, records):
+    def broken(records, tol):
         return {"broken": {"passed": False, "doc": "planted failure"}}
 
-    monkeypatch.setattr(FactSwap, "_checks", broken)
+    monkeypatch.setattr(aggregate, "paired_checks", broken)
     r = invoke("diagnose", "--model", models["m"], "--quick", "--out", tmp_path, *ONLY_FACT_SWAP)
     assert r.exit_code == 1
     assert "checks FAILED: fact-swap" in r.stdout
@@ -474,8 +474,8 @@ def test_a_resumed_diagnose_takes_back_the_chunks_an_interrupted_probe_scored(
     their NaNs and dtypes); a finished run keeps no chunk files."""
     import numpy as np
 
+    from probes.api import rows
     from probes.api.probe_base import RunContext
-    from probes.engine import rows
 
     monkeypatch.setattr(rows, "max_rows", lambda model, geometry: 4)  # one or two items a call
     args = ["--model", models["m"], "--quick", *probe_smoke.skip_all_but(name), "--json"]
@@ -548,8 +548,8 @@ def test_an_interrupted_rerun_of_a_diagnose_is_finished_by_rerun_resume_and_comp
     """`probe rerun DIR` stopped inside a probe, then `probe rerun DIR --resume PARTIAL`: the
     partial diagnose is finished where it began (its finished chunks taken back) and compared
     with DIR, exactly; what cannot be finished so is refused in one line."""
+    from probes.api import rows
     from probes.api.probe_base import RunContext
-    from probes.engine import rows
 
     monkeypatch.setattr(rows, "max_rows", lambda model, geometry: 4)
     skip = probe_smoke.skip_all_but("boundary", "fact-swap")

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 import probes
 from probes.adapters import txl as adapters
 from probes.api.model import LossModel, geometry, horizon
+from probes.api.paired import Job, PairedProbe
 from probes.api.probe_base import RunContext
-from probes.engine.paired import Job, PairedProbe
 from probes.testing import tiny_checkpoint
 from probes.texts.synth_ids import SynthTexts
 
@@ -380,7 +380,7 @@ def test_a_scoring_call_holds_at_most_its_work_budget_unless_one_group_is_more(
     """Long texts are scored a few at a time, so progress and samples.jsonl advance; items
     keep their order, every item is scored once, a cut for work never separates items of one
     key (variants sharing a base), and a call closes only when it must."""
-    from probes.engine.rows import CHUNK_WORK, chunked
+    from probes.api.rows import CHUNK_WORK, chunked
 
     keys = [g for g, size in enumerate(group_sizes) for _ in range(size)][: len(costs)]
     order = list(range(100, 100 + len(costs)))

@@ -16,8 +16,9 @@ from probes import stats
 from probes.adapters.planted import PlantedModel
 from probes.api import params as pm
 from probes.api.model import horizon
+from probes.api.paired import Job
 from probes.api.probe_base import RunContext
-from probes.engine.paired import Job
+from probes.engine import paired
 from probes.library.fact_update import FactUpdate
 from probes.texts.synth_ids import SynthTexts
 from synth.example import Pair
@@ -25,13 +26,6 @@ from synth.language import Language
 
 REPS = 2000
 N_PAIRS = 8
-
-
-class Deltas(FactUpdate):
-    """fact-update whose summary is just its pair records (the rule is applied per replica)."""
-
-    def summarize(self, ctx, records, toks):
-        return records
 
 
 def replica(job: Job, rep: int) -> Job:
@@ -46,12 +40,12 @@ def test_verdict_rule_false_positive_rate_on_null_pairs_is_at_most_alpha():
     model = PlantedModel(tgt_len=8, mem_len=16, n_layer=1, sigma=1.0)  # no effect planted
     g = model.default_geometry()
     ctx = RunContext(model, g, horizon(model, g), SynthTexts(Language.default()), n=N_PAIRS, seed=0)
-    probe = Deltas(pm.build(Deltas.Params, {"distance": "16-17", "answer_distance": 6}))
+    probe = FactUpdate(pm.build(FactUpdate.Params, {"distance": "16-17", "answer_distance": 6}))
     probe.plan(ctx)
     assert all(j.distance <= 17 for j in probe.jobs)  # the stale fact is within reach: not 0
     probe.jobs = [replica(j, r) for r in range(REPS) for j in probe.jobs]
     probe.groups = [{"distance_lo": 16, "distance_hi": 17}] * REPS
-    records = probe.execute(ctx)
+    records, _ = paired.score_jobs(probe, ctx)  # the pair records: the rule is applied per replica
     deltas = np.zeros((REPS, N_PAIRS))
     fill = np.zeros(REPS, dtype=int)
     for r in records:

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from probes.api.distance_bins import auto_bins, label_bin, parse_ranges
 from probes.api.horizon import Horizon, classify, doc_starts
-from probes.engine.distance_bins import auto_bins, label_bin, parse_ranges
 
 
 def hz(**kw):

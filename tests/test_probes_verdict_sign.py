@@ -6,8 +6,8 @@ sign (`copy` < 0: a token seen in the context gets dearer)."""
 import pytest
 
 import probes
+from probes.api.paired import PairedProbe
 from probes.api.registry import builtin_entries, get
-from probes.engine.paired import PairedProbe
 from probes.stats import signed_effect
 
 

@@ -389,6 +389,37 @@ def test_the_readme_is_a_front_door():
     assert "pip install nox && nox" in logical_lines(first["body"])
 
 
+def project_imports(source: str) -> list[str]:
+    """The modules of this project (probes, synth, txl) a Python source imports."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+        found += [n for n in names if n.split(".")[0] in ("probes", "synth", "txl")]
+    return found
+
+
+def test_an_example_probe_imports_the_contract_only():
+    """A probe file a page shows imports nothing of the project but `probes.api`."""
+    examples = [
+        b["body"]
+        for page in PAGES
+        for b in blocks(page.read_text(encoding="utf-8"))
+        if b["tested"] and b["lang"] == "python" and "@probe(" in b["body"]
+    ]
+    assert len(examples) >= 2  # the README's and design.md's
+    for body in examples:
+        assert set(project_imports(body)) == {"probes.api"}, body.splitlines()[0]
+    assert project_imports("from probes.engine.paired import PairedProbe") == [
+        "probes.engine.paired"
+    ]
+
+
 def test_the_user_guide_names_every_preset_and_every_probe():
     from probes.training.presets import PRESETS
 

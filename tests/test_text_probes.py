@@ -145,7 +145,7 @@ def test_the_other_probes_run_on_real_text_and_pass_their_checks(model, tmp_path
 
 
 def test_a_synthetic_probe_goes_through_the_bridge_and_maps_every_answer_token(model, tmp_path):
-    from probes.engine.fact_pairs import answer_job
+    from probes.api.fact_pairs import answer_job
     from probes.texts.bridged import Bridge, Unmatched
     from synth import Language, make_rng
     from synth.edits import replace

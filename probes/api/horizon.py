@@ -47,7 +47,7 @@ at the query's document start, where the state starts afresh).
 A distance `d` of token `t` is "direct" if d ≤ direct(t), "layered" if direct(t) < d ≤ reach(t)
 ("state" instead when the direct window is 0: a recurrent state), and "beyond" otherwise
 (`classify`); "direct" and "state" are within the horizon (`WITHIN_HORIZON`). Distance bins
-built on these regions are `probes.engine.distance_bins`.
+built on these regions are `probes.api.distance_bins`.
 """
 
 from __future__ import annotations

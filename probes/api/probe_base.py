@@ -261,7 +261,7 @@ class Probe:
     smoke: ClassVar[dict[str, dict[str, Any]]] = {"synth": {}}
     # The names of the self-checks its Outcome carries (a failed one makes `probe run` exit 1).
     self_checks: ClassVar[tuple[str, ...]] = ()
-    # True: the probe scores only through probes.engine.rows.score_batches, so its items can be
+    # True: the probe scores only through probes.api.rows.score_batches, so its items can be
     # divided among several processes (txl.process_rank) — others are refused under torchrun —
     # and a resumed run takes back the chunks an interrupted run of it scored.
     shards: ClassVar[bool] = False

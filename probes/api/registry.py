@@ -2,7 +2,8 @@
 
 A built-in probe is one file of a probe package with a class decorated by
 `@probe("name", version=N)`; `add_probe_package` names such a package (`probes/__init__.py` adds
-`probes/library`, so this contract names nothing above it). Listing never imports a probe: the
+`probes/library`, so this contract names nothing above it; it names the paired engine that runs a
+`PairedProbe` the same way, `set_paired_engine`). Listing never imports a probe: the
 package's files are read as text and parsed with `ast` for that decorator, so `probe list` and
 `probe --help` stay instant (no numpy, no torch). A probe's module is imported only when the
 probe is asked for by name.
@@ -25,6 +26,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from txl import files
@@ -64,6 +66,24 @@ def add_probe_package(package: str, directory: Path) -> None:
 def probe_packages() -> list[tuple[str, Path]]:
     """The packages of built-in probes: (package, directory)."""
     return list(_PACKAGES)
+
+
+# The module that scores a `PairedProbe` (probes.api.paired): run machinery above this contract,
+# so it is named here by the package, not imported by the contract.
+_PAIRED_ENGINE: list[str] = []
+
+
+def set_paired_engine(module: str) -> None:
+    """Name the module whose `execute(probe, ctx)` runs a PairedProbe and whose
+    `delta_plots(probe, ctx, outcome)` draws its default plots; imported when first used."""
+    _PAIRED_ENGINE[:] = [module]
+
+
+def paired_engine() -> ModuleType:
+    """The module `set_paired_engine` named (`probes/__init__.py` names the built-in one)."""
+    if not _PAIRED_ENGINE:
+        raise RuntimeError("no paired engine is set; `import probes` sets the built-in one")
+    return importlib.import_module(_PAIRED_ENGINE[0])
 
 
 def probe(name: str, *, version: int, diagnose: int | None = None):

@@ -25,9 +25,9 @@ from rich.text import Text
 from probes.adapters.planning import PlanningModel
 from probes.api import kinds, registry
 from probes.api.errors import AdapterError, ModelDirError
+from probes.api.paired import PairedProbe
 from probes.api.probe_base import ProbeInputError
 from probes.cli.errors import BadInput
-from probes.engine.paired import PairedProbe
 from probes.framework.models import resolve_model_path
 from probes.framework.runner import prepare
 from probes.limits import MAX_DISTANCE, MAX_TEXT, LimitError, check_at_most

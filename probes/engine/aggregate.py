@@ -1,5 +1,5 @@
 """Paired records aggregated: per-pair deltas into bins, run metrics and by-reach figures, the
-run's own checks and the per-token arrays (what `PairedProbe.summarize` puts together;
+run's own checks and the per-token arrays (what `probes.engine.paired.summarize` puts together;
 statistics from `probes.stats`)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from probes import stats
+from probes.api.checks import zero_check
+from probes.api.distance_bins import label_bin
 from probes.api.horizon import REACH_LABELS, WITHIN_HORIZON
-from probes.engine.checks import zero_check
-from probes.engine.distance_bins import label_bin
 
 NO_REACH = {
     "reach": None,
@@ -69,7 +69,7 @@ def paired_bins(
 def reach_of(
     toks: list[dict], select: str | None = None, value: bool = True, distance: str = "distance"
 ) -> dict | None:
-    """Where a bin's scored tokens fall (probes.engine.distance_bins.label_bin), over every token of `toks`
+    """Where a bin's scored tokens fall (probes.api.distance_bins.label_bin), over every token of `toks`
     or those whose `select` flag equals `value`, at the distances `toks[distance]` (from what
     the bin measures)."""
 
@@ -241,42 +241,3 @@ def token_arrays(records: list[dict], toks: list[dict]) -> dict[str, np.ndarray]
         [[REACH_LABELS.index(x) for x in t["labels"]] for t in toks]
     ).astype(np.int8)
     return out
-
-
-def paired_metric_docs(delta_doc: str, has_alt: bool) -> dict[str, str]:
-    docs = {
-        "delta_mean": f"mean over pairs of the pair delta ({delta_doc})",
-        "delta_ci95": "95% Student-t interval of delta_mean",
-        "p_value": "two-sided Wilcoxon signed-rank p over all pairs (bins: Holm-adjusted)",
-        "accuracy": "fraction of pairs whose every answer token is the argmax in the base",
-        "accuracy_ci95": "Wilson 95% interval of accuracy",
-        "accuracy_variant": "the same in the variant (the base's answer tokens)",
-        "answer_prob": "mean over pairs of the base answer's probability, exp(−Σ NLL over its "
-        "tokens) under teacher forcing: how much mass the model gives the answer, where "
-        "accuracy only says whether every token is the argmax",
-        "answer_prob_variant": "the same in the variant (the base's answer tokens)",
-        "by_reach": "delta and accuracy of the pairs whose first answer token is direct / "
-        "layered / beyond",
-        "by_horizon": "{within, beyond}: describe() of the pair deltas and the accuracy of the "
-        "pairs whose fact is in the first answer token's direct window (or in a recurrent "
-        "state), and of the rest",
-        "n_significant_bins": "bins called significant by the verdict rule: " + stats.VERDICT_RULE,
-        "bins[].verdict": "significant | negligible | inconclusive (the verdict rule, with the "
-        "probe's margin: see run.json margin)",
-        "bins[].mdd80": "minimum detectable mean delta of the bin (80% power, Holm worst case)",
-        "bins[].reach": "direct | layered | beyond: where most of the bin's answer tokens see "
-        "the fact (probes.api.horizon)",
-    }
-    if has_alt:
-        docs.update(
-            {
-                "contrast_base": "log p(A) − log p(B) at the answer in the base (fact says A)",
-                "contrast_variant": "log p(A) − log p(B) at the answer in the variant "
-                "(fact says B)",
-                "contrast_shift": "contrast_base − contrast_variant per pair: value priors "
-                "cancel; > 0 ⇔ the model reads the value",
-                "accuracy_variant_alt": "fraction of pairs whose every token of B is the "
-                "argmax in the variant (the model retrieves the swapped value)",
-            }
-        )
-    return docs

@@ -1,4 +1,5 @@
-"""The paired engine every fact probe runs on: pairs → rows → per-token scores → per-pair deltas.
+"""The paired engine every `PairedProbe` (probes.api.paired) runs on: pairs → rows → per-token
+scores → per-pair deltas → bins, metrics, checks and plots.
 
 A `Job` is one synth `Pair` plus what to score: the answer tokens in the base and their aligned
 positions in the variant, the sign of the delta, and optionally a second candidate answer (B)
@@ -33,50 +34,22 @@ within a dtype's tolerance (float32: 1e-4 nats); the fraction of exact zeros is 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from probes.api.horizon import REACH_LABELS, UNBOUNDED, doc_starts
+from probes.api.horizon import UNBOUNDED, doc_starts
 from probes.api.model import score_rows, tolerance
-from probes.api.probe_base import Outcome, Probe, RunContext
-from probes.engine import aggregate, checks
-from probes.engine.rows import Rows, first_difference, score_batches
+from probes.api.paired import Job, PairedProbe
+from probes.api.probe_base import Outcome, RunContext
+from probes.api.rows import Rows, first_difference, score_batches
+from probes.engine import aggregate
 from probes.report import plots
-from probes.stats import signed_effect, verdict_counts
 
 # Tokens before the first difference compared by `identical_prefix`: free for a streaming model
 # (it scores every token anyway), a whole window each for the recompute evaluator.
 PREFIX_CHECK_TOKENS = {True: 8, False: 2}
-
-
-@dataclass
-class Job:
-    group: int  # index into the probe's groups (bins / grid cells)
-    pair: Any  # synth.example.Pair
-    base_targets: np.ndarray  # base positions of the scored tokens
-    variant_targets: np.ndarray  # the same tokens' positions in the variant
-    fact_end: int  # base position of the fact's last token (distances are measured from it)
-    sign: int = 1  # delta = sign · (variant − base)
-    alt: tuple[int, ...] | None = None  # the other candidate answer (contrast), same length
-    info: dict[str, Any] = field(default_factory=dict)  # recorded per pair in samples.jsonl
-    base_id: int | None = None  # jobs with one base_id share one base Example (scored once)
-    # base positions after the answer scored only for the beyond-reach zero check (tokens the
-    # edit cannot reach: a probe whose answers all see the edit gives the check something to
-    # check); length-preserving edits only (the same positions in the variant)
-    check_targets: np.ndarray | None = None
-
-    @property
-    def distance(self) -> int:
-        return int(self.base_targets[0]) - self.fact_end
-
-    def row_length(self, side: str) -> int:
-        """Tokens of the base (or variant) row a scoring call needs: up to its last scored
-        target, the check tail's included."""
-        targets = self.base_targets if side == "base" else self.variant_targets
-        tail = self.check_targets if self.check_targets is not None else targets[:0]
-        return int(max(targets.max(), tail.max(initial=0))) + 1
 
 
 @dataclass(frozen=True)
@@ -180,313 +153,229 @@ def edit_end(pair) -> int | None:
     return int(last) if last >= 0 else None
 
 
-class PairedProbe(Probe):
-    """A probe made of Jobs: subclasses build `self.jobs` and `self.groups` in `plan` and may
-    override the hooks below (`primary`, `record_fields`, `bin_fields`, `extra_metrics`,
-    `metric_docs`, `effect_phrase`, `verdict`, `make_plots`)."""
+def execute(probe: PairedProbe, ctx: RunContext) -> Outcome:
+    """Score `probe.jobs` and summarize them: `PairedProbe.execute`."""
+    return summarize(probe, ctx, *score_jobs(probe, ctx))
 
-    shards = True  # scores through score_batches only
-    self_checks = ("identical_prefix", "beyond_reach_zero")
-    delta_doc = "mean over answer tokens of NLL(variant) − NLL(base), nats"
-    finding = "the model uses the fact"  # what a significant run shows
-    # The sign of Δ the finding claims (+1: Δ > 0 supports it) and what significant bins of the
-    # other sign show instead; the verdict's head follows the sign of the significant bins.
-    finding_sign: ClassVar[int] = 1
-    opposite: ClassVar[str] = "the effect runs the other way"
-    docs: ClassVar[
-        dict[str, str]
-    ] = {}  # the probe's own metric docs (and its wording of shared ones)
-    delta_higher_is_better = True
-    plot_series: str | None = None  # a bin field: one line per value in the delta plot
-    jobs: list[Job]
-    groups: list[dict[str, Any]]  # per group: fields shown in the bin (distance_lo/hi, kind, k, …)
 
-    def longest_row(self) -> int:
-        """The longest text the planned jobs score (the runner checks it against the model's
-        `max_row_length` before a run directory exists)."""
-        return max((max(len(j.pair.base), len(j.pair.variant)) for j in self.jobs), default=0)
+def score_jobs(probe: PairedProbe, ctx: RunContext) -> tuple[list[dict], list[dict]]:
+    """Every job's record and per-token arrays, in job order, a scoring call at a time
+    (`score_batches`)."""
+    rows_per_job = 4 if any(j.alt is not None for j in probe.jobs) else 2
 
-    # ------------------------------------------------------------------ scoring
+    def key(i: int):
+        job = probe.jobs[i]
+        return (len(job.pair.base), i if job.base_id is None else job.base_id, i)
 
-    def execute(self, ctx: RunContext) -> Outcome:
-        rows_per_job = 4 if any(j.alt is not None for j in self.jobs) else 2
+    order = sorted(range(len(probe.jobs)), key=key)
+    return score_batches(
+        ctx,
+        order,
+        rows_per_job,
+        f"{probe.name}: scoring pairs",
+        lambda items: score_batch(probe, ctx, items, ctx.pad_id),
+        work=lambda i: len(probe.jobs[i].pair.base) + len(probe.jobs[i].pair.variant),
+        together=lambda i: ("job", i) if probe.jobs[i].base_id is None else probe.jobs[i].base_id,
+    )
 
-        def key(i: int):
-            job = self.jobs[i]
-            return (len(job.pair.base), i if job.base_id is None else job.base_id, i)
 
-        order = sorted(range(len(self.jobs)), key=key)
-        records, toks = score_batches(
-            ctx,
-            order,
-            rows_per_job,
-            f"{self.name}: scoring pairs",
-            lambda items: self._score_batch(ctx, items, ctx.pad_id),
-            work=lambda i: len(self.jobs[i].pair.base) + len(self.jobs[i].pair.variant),
-            together=lambda i: ("job", i) if self.jobs[i].base_id is None else self.jobs[i].base_id,
-        )
-        return self.summarize(ctx, records, toks)
-
-    def _score_batch(self, ctx: RunContext, idx: Sequence[int], pad: int):
-        rows = Rows()
-        layout: list[tuple[int, JobRows]] = []
-        n_check = PREFIX_CHECK_TOKENS[hasattr(ctx.model, "score_shared")]
-        base_rows: dict[tuple[int, int], int] = {}  # (base_id, length) → row
-        for i in idx:
-            job = self.jobs[i]
-            b, v = job.pair.base, job.pair.variant
-            bt, vt = job.base_targets, job.variant_targets
-            tail = job.check_targets if job.check_targets is not None else bt[:0]
-            lb, lv = job.row_length("base"), job.row_length("variant")
-            shared = first_difference(b.tokens[:lb], b.doc_ids[:lb], v.tokens[:lv], v.doc_ids[:lv])
-            check = np.arange(max(1, shared - n_check), min(shared, lb, lv))
-            check = check[check < min(bt.min(), vt.min())]
-            # the variant shares only what comes before the checked tokens: a fork may take its
-            # parent's scores for the prefix it shares, and a copy checks nothing
-            fork = int(check[0]) if check.size else shared
-            pb, pv = view_positions(job, fork, shared, ctx.token_view)
-            reuse = base_rows.get((job.base_id, lb)) if job.base_id is not None else None
-            if reuse is None:
-                r_b = rows.add(b.tokens[:lb], b.doc_ids[:lb], np.r_[check, bt, tail, pb])
-                if job.base_id is not None:
-                    base_rows[(job.base_id, lb)] = r_b
-            else:
-                r_b = reuse
-                rows.mark(r_b, np.r_[check, bt, tail, pb])
-            r_v = rows.add(v.tokens[:lv], v.doc_ids[:lv], np.r_[check, vt, tail, pv], r_b, fork)
-            r_ba = r_va = None
-            if job.alt is not None:
-                alt = np.asarray(job.alt, dtype=np.int64)
-                tb = b.tokens[:lb].copy()
-                tb[bt] = alt
-                tv = v.tokens[:lv].copy()
-                tv[vt] = alt
-                r_ba = rows.add(tb, b.doc_ids[:lb], bt, r_b, int(bt[0]))
-                r_va = rows.add(tv, v.doc_ids[:lv], vt, r_v, int(vt[0]))
-            view = (pb, pv) if ctx.token_view else (None, None)
-            layout.append((i, JobRows(r_b, r_v, r_ba, r_va, check, *view)))
-        tokens, docs, pos, parent, shared = rows.arrays(pad)
-        scores = score_rows(
-            ctx.model, tokens, docs, pos, ctx.geometry, parent=parent, shared=shared
-        )
-        out = []
-        for i, where in layout:
-            rec, tok = self._record(ctx, self.jobs[i], scores, where)
-            out.append(({"pair": i, **rec}, tok))
-        return out
-
-    def _record(self, ctx, job: Job, scores, where: JobRows):
-        """One pair's record (samples.jsonl) and per-token arrays, from its rows' scores."""
-        nll, correct = scores.nll, scores.correct
-        bt, vt = job.base_targets, job.variant_targets
-        nb, nv = nll[where.base, bt], nll[where.variant, vt]
-        if not (np.all(np.isfinite(nb)) and np.all(np.isfinite(nv))):
-            raise RuntimeError(f"{self.name}: the model returned a non-finite NLL on answer tokens")
-        delta_tok = job.sign * (nv - nb)
-        hz, starts_of = ctx.horizon, doc_starts(job.pair.base.doc_ids)
-        starts = starts_of[bt - 1]
-        tok = [hz.token(int(t), s) for t, s in zip(bt, starts, strict=True)]
-        direct = np.array([h[0] for h in tok])
-        reach = np.array([h[1] for h in tok])
-        dist = bt - job.fact_end
-        labels = [hz.label(int(t), job.fact_end, s) for t, s in zip(bt, starts, strict=True)]
-        check = where.check
-        prefix = np.abs(nll[where.variant, check] - nll[where.base, check]) if check.size else None
-        end = edit_end(job.pair)
+def score_batch(probe: PairedProbe, ctx: RunContext, idx: Sequence[int], pad: int):
+    """One scoring call: the rows of jobs `idx` (module docstring), scored; their records."""
+    rows = Rows()
+    layout: list[tuple[int, JobRows]] = []
+    n_check = PREFIX_CHECK_TOKENS[hasattr(ctx.model, "score_shared")]
+    base_rows: dict[tuple[int, int], int] = {}  # (base_id, length) → row
+    for i in idx:
+        job = probe.jobs[i]
         b, v = job.pair.base, job.pair.variant
-        first = first_difference(b.tokens, b.doc_ids, v.tokens, v.doc_ids)
+        bt, vt = job.base_targets, job.variant_targets
+        tail = job.check_targets if job.check_targets is not None else bt[:0]
+        lb, lv = job.row_length("base"), job.row_length("variant")
+        shared = first_difference(b.tokens[:lb], b.doc_ids[:lb], v.tokens[:lv], v.doc_ids[:lv])
+        check = np.arange(max(1, shared - n_check), min(shared, lb, lv))
+        check = check[check < min(bt.min(), vt.min())]
+        # the variant shares only what comes before the checked tokens: a fork may take its
+        # parent's scores for the prefix it shares, and a copy checks nothing
+        fork = int(check[0]) if check.size else shared
+        pb, pv = view_positions(job, fork, shared, ctx.token_view)
+        reuse = base_rows.get((job.base_id, lb)) if job.base_id is not None else None
+        if reuse is None:
+            r_b = rows.add(b.tokens[:lb], b.doc_ids[:lb], np.r_[check, bt, tail, pb])
+            if job.base_id is not None:
+                base_rows[(job.base_id, lb)] = r_b
+        else:
+            r_b = reuse
+            rows.mark(r_b, np.r_[check, bt, tail, pb])
+        r_v = rows.add(v.tokens[:lv], v.doc_ids[:lv], np.r_[check, vt, tail, pv], r_b, fork)
+        r_ba = r_va = None
+        if job.alt is not None:
+            alt = np.asarray(job.alt, dtype=np.int64)
+            tb = b.tokens[:lb].copy()
+            tb[bt] = alt
+            tv = v.tokens[:lv].copy()
+            tv[vt] = alt
+            r_ba = rows.add(tb, b.doc_ids[:lb], bt, r_b, int(bt[0]))
+            r_va = rows.add(tv, v.doc_ids[:lv], vt, r_v, int(vt[0]))
+        view = (pb, pv) if ctx.token_view else (None, None)
+        layout.append((i, JobRows(r_b, r_v, r_ba, r_va, check, *view)))
+    tokens, docs, pos, parent, shared = rows.arrays(pad)
+    scores = score_rows(ctx.model, tokens, docs, pos, ctx.geometry, parent=parent, shared=shared)
+    out = []
+    for i, where in layout:
+        rec, tok = record(probe, ctx, probe.jobs[i], scores, where)
+        out.append(({"pair": i, **rec}, tok))
+    return out
 
-        def unseen(targets: np.ndarray) -> np.ndarray:
-            """Which targets the edit (its last token, or a sink among its tokens) cannot reach."""
-            if end is None:
-                return np.zeros(len(targets), dtype=bool)
-            return np.array(
-                [
-                    not hz.within_reach(int(t), end, s)
-                    and not (hz.sinks and any(hz.is_sink(p, s) for p in range(first, end + 1)))
-                    for t, s in zip(targets, starts_of[targets - 1], strict=True)
-                ],
-                dtype=bool,
-            )
 
-        beyond_delta = delta_tok[unseen(bt)]
-        if job.check_targets is not None and end is not None:
-            ct = job.check_targets
-            far = ct[unseen(ct)]
-            beyond_delta = np.r_[beyond_delta, nll[where.variant, far] - nll[where.base, far]]
-        rec: dict[str, Any] = {
-            "group": job.group,
-            "distance": job.distance,
-            "delta": float(delta_tok.mean()),
-            "nll_base": float(nb.mean()),
-            "nll_variant": float(nv.mean()),
-            "correct_base": bool(correct[where.base, bt].all()),
-            "correct_variant": bool(correct[where.variant, vt].all()),
-            # a probability: a planted model's NLL may go below 0, which no distribution gives
-            "p_answer_base": float(np.exp(-max(float(nb.sum()), 0.0))),
-            "p_answer_variant": float(np.exp(-max(float(nv.sum()), 0.0))),
-            "reach": labels[0],
-            "direct_window": int(direct[0]),
-            "layered_reach": int(reach[0]),
-            "answer_len": len(bt),
-            "prefix_max_abs": float(prefix.max()) if prefix is not None else 0.0,
-            "prefix_tokens": int(check.size),
-            "beyond_tokens": int(beyond_delta.size),
-            "beyond_max_abs": float(np.abs(beyond_delta).max(initial=0.0)),
-            "beyond_exact": bool(np.all(beyond_delta == 0.0)),
-            **job.info,
-        }
-        tok = {
-            "position_base": bt,
-            "position_variant": vt,
-            "distance": dist,
-            "nll_base": nb,
-            "nll_variant": nv,
-            "direct": direct,
-            "reach": reach,
-            "labels": np.array(labels),
-        }
-        if where.view_base is not None:
-            tok["view"] = {
-                "view_position_base": where.view_base,
-                "view_position_variant": where.view_variant,
-                "view_nll_base": nll[where.base, where.view_base],
-                "view_nll_variant": nll[where.variant, where.view_variant],
-            }
-        if where.base_alt is not None:
-            nba, nva = nll[where.base_alt, bt], nll[where.variant_alt, vt]
-            rec["contrast_base"] = float(nba.sum() - nb.sum())
-            rec["contrast_variant"] = float(nva.sum() - nv.sum())
-            rec["correct_variant_alt"] = bool(correct[where.variant_alt, vt].all())
-            tok["nll_base_alt"] = nba
-            tok["nll_variant_alt"] = nva
-        rec.update(self.record_fields(rec))
-        return rec, tok
+def record(probe: PairedProbe, ctx, job: Job, scores, where: JobRows):
+    """One pair's record (samples.jsonl) and per-token arrays, from its rows' scores."""
+    nll, correct = scores.nll, scores.correct
+    bt, vt = job.base_targets, job.variant_targets
+    nb, nv = nll[where.base, bt], nll[where.variant, vt]
+    if not (np.all(np.isfinite(nb)) and np.all(np.isfinite(nv))):
+        raise RuntimeError(f"{probe.name}: the model returned a non-finite NLL on answer tokens")
+    delta_tok = job.sign * (nv - nb)
+    hz, starts_of = ctx.horizon, doc_starts(job.pair.base.doc_ids)
+    starts = starts_of[bt - 1]
+    tok = [hz.token(int(t), s) for t, s in zip(bt, starts, strict=True)]
+    direct = np.array([h[0] for h in tok])
+    reach = np.array([h[1] for h in tok])
+    dist = bt - job.fact_end
+    labels = [hz.label(int(t), job.fact_end, s) for t, s in zip(bt, starts, strict=True)]
+    check = where.check
+    prefix = np.abs(nll[where.variant, check] - nll[where.base, check]) if check.size else None
+    end = edit_end(job.pair)
+    b, v = job.pair.base, job.pair.variant
+    first = first_difference(b.tokens, b.doc_ids, v.tokens, v.doc_ids)
 
-    # ------------------------------------------------------------------ summary
-
-    def summarize(self, ctx: RunContext, records: list[dict], toks: list[dict]) -> Outcome:
-        bins = aggregate.paired_bins(self.groups, records, toks, ctx.margin)
-        for g, b in enumerate(bins):
-            b.update(self.bin_fields([r for r in records if r["group"] == g]))
-        has_alt = any("contrast_base" in r for r in records)
-        primary = [r for r in records if self.primary(self.groups[r["group"]])]
-        metrics = aggregate.paired_metrics(records, primary, has_alt)
-        metrics["n_significant_bins"] = sum(1 for b in bins if b["significant"])
-        metrics.update(self.extra_metrics(ctx, records, bins))
-        hib = {
-            "delta_mean": self.delta_higher_is_better,
-            "accuracy": True,
-            "accuracy_variant": False,
-            "answer_prob": True,
-            "answer_prob_variant": False,
-        }
-        if has_alt:
-            hib.update({"contrast_base": True, "contrast_variant": False, "contrast_shift": True})
-        outcome = Outcome(
-            metrics=metrics,
-            bins=bins,
-            checks=self._checks(ctx, records),
-            metric_docs=self.metric_docs(has_alt),
-            higher_is_better=hib,
-            n_pairs=len(records),
-            arrays={**aggregate.token_arrays(records, toks), **view_arrays(toks)},
-            texts=text_arrays(self.jobs),
-        )
-        outcome.verdict = self.verdict(outcome)
-        outcome.plots = self.make_plots(ctx, outcome)
-        return outcome
-
-    def _checks(self, ctx: RunContext, records: list[dict]) -> dict[str, dict]:
-        return aggregate.paired_checks(records, tolerance(ctx.model))
-
-    # ------------------------------------------------------------------ hooks
-
-    def primary(self, group: dict[str, Any]) -> bool:
-        """Whether a group's pairs make the run's headline delta (delta_mean, p_value,
-        by_reach); every group by default."""
-        return True
-
-    def record_fields(self, record: dict[str, Any]) -> dict[str, Any]:
-        """More fields of one pair's record, computed from it (before it is written)."""
-        return {}
-
-    def bin_fields(self, records: list[dict]) -> dict[str, Any]:
-        """More fields of one bin, from the records of its pairs."""
-        return {}
-
-    def extra_metrics(self, ctx: RunContext, records: list[dict], bins: list[dict]) -> dict:
-        """More run metrics (read-only views of the records and bins)."""
-        return {}
-
-    def metric_docs(self, has_alt: bool) -> dict[str, str]:
-        return {**aggregate.paired_metric_docs(self.delta_doc, has_alt), **self.docs}
-
-    def verdict(self, outcome: Outcome) -> str:
-        parts = []
-        primary = [b for b in outcome.bins if self.primary(b)]
-        for label in REACH_LABELS:
-            sel = [b for b in primary if b.get("reach") == label and b["n"]]
-            if not sel:
-                continue
-            n = sum(b["n"] for b in sel)
-            mean = sum(b["delta_mean"] * b["n"] for b in sel) / n
-            parts.append(f"{label} Δ={mean:+.3f} ({verdict_counts(sel)})")
-        margin = primary[0].get("margin", self.margin) if primary else self.margin
-        word = signed_effect(primary, self.finding_sign)
-        undecidable = [b for b in primary if b.get("verdict") == "inconclusive"]
-        if word == "inconclusive" and all(
-            b.get("can_be_significant") is False for b in undecidable
-        ):
-            word = "too few pairs"
-        head = f"{self.name}: {self.effect_phrase(word, margin)}"
-        return f"{head} — {'; '.join(parts)}{checks.note(outcome.checks)}"
-
-    def effect_phrase(self, word: str, margin: float) -> str:
-        """The verdict's head for the bins' `signed_effect` (significant | opposite | mixed |
-        negligible | inconclusive | too few pairs), from the probe's `finding`, `finding_sign` and
-        `opposite`."""
-        if word == "significant":
-            return self.finding
-        if word in ("opposite", "mixed"):
-            claimed, other = (">", "<") if self.finding_sign > 0 else ("<", ">")
-            if word == "opposite":
-                return f"{self.opposite} (significant Δ {other} 0: not that {self.finding})"
-            return (
-                f"mixed — significant bins of both signs (Δ {claimed} 0: {self.finding}; "
-                f"Δ {other} 0: {self.opposite})"
-            )
-        if word == "negligible":
-            return f"negligible — if {self.finding}, by less than ±{margin:g} {self.margin_unit}"
-        if word == "too few pairs":
-            return (
-                f"too few pairs to decide whether {self.finding} — with these pairs no bin can "
-                "reach a Holm-adjusted p below 0.05 (give more pairs: --n)"
-            )
-        return f"inconclusive — no evidence that {self.finding}"
-
-    def make_plots(self, ctx: RunContext, outcome: Outcome) -> list:
-        hz = ctx.horizon
-        (dmin, dmax), (rmin, rmax) = hz.ranges()
-        direct = {"min": dmin, "max": dmax, "mean": (dmin + dmax) / 2}
-        reach = {"min": rmin, "max": rmax, "mean": (rmin + rmax) / 2}
-        if hz.unbounded:  # nothing to mark: the whole row is read (probes.api.horizon.UNBOUNDED)
-            reach = None
-            direct = direct if dmax < UNBOUNDED and not hz.state else None
-        g = ctx.geometry
-        title = (
-            f"{self.name} · {ctx.model.info.id} · mem {g.mem_len} tgt {g.tgt_len} "
-            f"clamp {g.clamp_len} {'same_length ' if g.same_length else ''}{g.policy}"
+    def unseen(targets: np.ndarray) -> np.ndarray:
+        """Which targets the edit (its last token, or a sink among its tokens) cannot reach."""
+        if end is None:
+            return np.zeros(len(targets), dtype=bool)
+        return np.array(
+            [
+                not hz.within_reach(int(t), end, s)
+                and not (hz.sinks and any(hz.is_sink(p, s) for p in range(first, end + 1)))
+                for t, s in zip(targets, starts_of[targets - 1], strict=True)
+            ],
+            dtype=bool,
         )
 
-        return [
-            plots.deferred(
-                plots.delta_by_distance,
-                "delta_by_distance.png",
-                outcome.bins,
-                title=title,
-                direct=direct,
-                reach=reach,
-                series_key=self.plot_series,
-            )
-        ]
+    beyond_delta = delta_tok[unseen(bt)]
+    if job.check_targets is not None and end is not None:
+        ct = job.check_targets
+        far = ct[unseen(ct)]
+        beyond_delta = np.r_[beyond_delta, nll[where.variant, far] - nll[where.base, far]]
+    rec: dict[str, Any] = {
+        "group": job.group,
+        "distance": job.distance,
+        "delta": float(delta_tok.mean()),
+        "nll_base": float(nb.mean()),
+        "nll_variant": float(nv.mean()),
+        "correct_base": bool(correct[where.base, bt].all()),
+        "correct_variant": bool(correct[where.variant, vt].all()),
+        # a probability: a planted model's NLL may go below 0, which no distribution gives
+        "p_answer_base": float(np.exp(-max(float(nb.sum()), 0.0))),
+        "p_answer_variant": float(np.exp(-max(float(nv.sum()), 0.0))),
+        "reach": labels[0],
+        "direct_window": int(direct[0]),
+        "layered_reach": int(reach[0]),
+        "answer_len": len(bt),
+        "prefix_max_abs": float(prefix.max()) if prefix is not None else 0.0,
+        "prefix_tokens": int(check.size),
+        "beyond_tokens": int(beyond_delta.size),
+        "beyond_max_abs": float(np.abs(beyond_delta).max(initial=0.0)),
+        "beyond_exact": bool(np.all(beyond_delta == 0.0)),
+        **job.info,
+    }
+    tok = {
+        "position_base": bt,
+        "position_variant": vt,
+        "distance": dist,
+        "nll_base": nb,
+        "nll_variant": nv,
+        "direct": direct,
+        "reach": reach,
+        "labels": np.array(labels),
+    }
+    if where.view_base is not None:
+        tok["view"] = {
+            "view_position_base": where.view_base,
+            "view_position_variant": where.view_variant,
+            "view_nll_base": nll[where.base, where.view_base],
+            "view_nll_variant": nll[where.variant, where.view_variant],
+        }
+    if where.base_alt is not None:
+        nba, nva = nll[where.base_alt, bt], nll[where.variant_alt, vt]
+        rec["contrast_base"] = float(nba.sum() - nb.sum())
+        rec["contrast_variant"] = float(nva.sum() - nv.sum())
+        rec["correct_variant_alt"] = bool(correct[where.variant_alt, vt].all())
+        tok["nll_base_alt"] = nba
+        tok["nll_variant_alt"] = nva
+    rec.update(probe.record_fields(rec))
+    return rec, tok
+
+
+def summarize(
+    probe: PairedProbe, ctx: RunContext, records: list[dict], toks: list[dict]
+) -> Outcome:
+    """The run's Outcome from its records: bins, metrics, checks, arrays, verdict and plots,
+    through the probe's hooks."""
+    bins = aggregate.paired_bins(probe.groups, records, toks, ctx.margin)
+    for g, b in enumerate(bins):
+        b.update(probe.bin_fields([r for r in records if r["group"] == g]))
+    has_alt = any("contrast_base" in r for r in records)
+    primary = [r for r in records if probe.primary(probe.groups[r["group"]])]
+    metrics = aggregate.paired_metrics(records, primary, has_alt)
+    metrics["n_significant_bins"] = sum(1 for b in bins if b["significant"])
+    metrics.update(probe.extra_metrics(ctx, records, bins))
+    hib = {
+        "delta_mean": probe.delta_higher_is_better,
+        "accuracy": True,
+        "accuracy_variant": False,
+        "answer_prob": True,
+        "answer_prob_variant": False,
+    }
+    if has_alt:
+        hib.update({"contrast_base": True, "contrast_variant": False, "contrast_shift": True})
+    outcome = Outcome(
+        metrics=metrics,
+        bins=bins,
+        checks=aggregate.paired_checks(records, tolerance(ctx.model)),
+        metric_docs=probe.metric_docs(has_alt),
+        higher_is_better=hib,
+        n_pairs=len(records),
+        arrays={**aggregate.token_arrays(records, toks), **view_arrays(toks)},
+        texts=text_arrays(probe.jobs),
+    )
+    outcome.verdict = probe.verdict(outcome)
+    outcome.plots = probe.make_plots(ctx, outcome)
+    return outcome
+
+
+def delta_plots(probe: PairedProbe, ctx: RunContext, outcome: Outcome) -> list:
+    """`PairedProbe.make_plots`'s default: Δ by distance, the horizon marked."""
+    hz = ctx.horizon
+    (dmin, dmax), (rmin, rmax) = hz.ranges()
+    direct = {"min": dmin, "max": dmax, "mean": (dmin + dmax) / 2}
+    reach = {"min": rmin, "max": rmax, "mean": (rmin + rmax) / 2}
+    if hz.unbounded:  # nothing to mark: the whole row is read (probes.api.horizon.UNBOUNDED)
+        reach = None
+        direct = direct if dmax < UNBOUNDED and not hz.state else None
+    g = ctx.geometry
+    title = (
+        f"{probe.name} · {ctx.model.info.id} · mem {g.mem_len} tgt {g.tgt_len} "
+        f"clamp {g.clamp_len} {'same_length ' if g.same_length else ''}{g.policy}"
+    )
+
+    return [
+        plots.deferred(
+            plots.delta_by_distance,
+            "delta_by_distance.png",
+            outcome.bins,
+            title=title,
+            direct=direct,
+            reach=reach,
+            series_key=probe.plot_series,
+        )
+    ]

@@ -1,7 +1,7 @@
 """Scored chunks: what a run keeps of each scoring call while it goes, so that a resumed run
 takes them back instead of scoring them again.
 
-A probe that scores through `probes.engine.rows.score_batches` scores its items in fixed chunks
+A probe that scores through `probes.api.rows.score_batches` scores its items in fixed chunks
 (the same items, in the same order, for the same plan), each chunk one call whose results do not
 depend on any other call. After each call the run writes `chunks/<call>-<chunk>.npz` in its
 directory: the chunk's items, its records and each item's per-token extras. A run that finishes

@@ -59,13 +59,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from probes import stats
+from probes.api.checks import note, zero_check
 from probes.api.declarations import STATS, Column, signed
 from probes.api.model import score_rows, tolerance
 from probes.api.params import param
 from probes.api.probe_base import Outcome, Probe, ProbeNotApplicable, RunContext
 from probes.api.registry import probe
-from probes.engine.checks import note, zero_check
-from probes.engine.rows import Rows, score_batches
+from probes.api.rows import Rows, score_batches
 from probes.report import plots
 
 CHECK_TOKENS = 8  # first-segment targets scored for the first_segment_equal check

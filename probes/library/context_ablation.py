@@ -51,7 +51,7 @@ from probes.api.model import score_rows
 from probes.api.params import increasing_ints, param
 from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
-from probes.engine.rows import Rows, score_batches
+from probes.api.rows import Rows, score_batches
 from probes.report import plots
 from probes.report.plots import line_plot
 

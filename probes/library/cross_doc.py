@@ -68,17 +68,17 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from probes import stats
+from probes.api.checks import note, zero_check
 from probes.api.declarations import DISTANCE, REACH, STATS, Column, signed
+from probes.api.distance_bins import gap_bins, parse_ranges, ranges_text
+from probes.api.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin, row_limit
 from probes.api.horizon import classify
 from probes.api.model import horizon, reset_moves_positions, score_rows, tolerance
 from probes.api.params import param
 from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
+from probes.api.rows import Rows, score_batches
 from probes.engine.aggregate import by_group, by_reach, family_bins, flat_arrays
-from probes.engine.checks import note, zero_check
-from probes.engine.distance_bins import gap_bins, parse_ranges, ranges_text
-from probes.engine.fact_pairs import CHECK_TAIL, distance_param, draws_per_bin, row_limit
-from probes.engine.rows import Rows, score_batches
 from probes.report import plots
 from probes.stats import signed_effect, verdict_counts
 from probes.texts.cross_doc_texts import B_LEAD, TextShape

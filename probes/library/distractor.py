@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from probes.api.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
+from probes.api.distance_bins import parse_ranges, ranges_text
+from probes.api.fact_pairs import LEAD_HELP, check_lead, check_tail, lead_range
+from probes.api.paired import PairedProbe
 from probes.api.params import increasing_ints, param
 from probes.api.probe_base import Outcome, ProbeInputError, RunContext
 from probes.api.registry import probe
-from probes.engine.distance_bins import parse_ranges, ranges_text
-from probes.engine.fact_pairs import LEAD_HELP, check_lead, check_tail, lead_range
-from probes.engine.paired import PairedProbe
 from probes.report import plots
 from probes.texts.base import Variant
 from synth import rng as rnd

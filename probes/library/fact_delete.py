@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from probes.api.declarations import PAIRED
+from probes.api.fact_pairs import FactParams, plan_by_distance
+from probes.api.paired import PairedProbe
 from probes.api.params import param
 from probes.api.probe_base import RunContext
 from probes.api.registry import probe
-from probes.engine.fact_pairs import FactParams, plan_by_distance
-from probes.engine.paired import PairedProbe
 
 
 @probe("fact-delete", version=2)

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from probes.api.declarations import ACCURACY, CONTRAST, DISTANCE, REACH, STATS, Column
+from probes.api.fact_pairs import DistanceParams, distance_bins
+from probes.api.paired import Job, PairedProbe
 from probes.api.params import increasing_ints, ints_text, param
 from probes.api.probe_base import Outcome, RunContext
 from probes.api.registry import probe
-from probes.engine.fact_pairs import DistanceParams, distance_bins
-from probes.engine.paired import Job, PairedProbe
 from probes.report import plots
 from probes.texts.base import Variant
 from synth import rng as rnd

@@ -45,16 +45,16 @@ import numpy as np
 
 from probes import stats
 from probes.api.declarations import PAIRED, Column, signed
-from probes.api.horizon import WITHIN_HORIZON
-from probes.api.probe_base import RunContext
-from probes.api.registry import probe
-from probes.engine.fact_pairs import (
+from probes.api.fact_pairs import (
     FactParams,
     distance_bins,
     draws_per_bin,
     lead_range,
 )
-from probes.engine.paired import PairedProbe
+from probes.api.horizon import WITHIN_HORIZON
+from probes.api.paired import PairedProbe
+from probes.api.probe_base import RunContext
+from probes.api.registry import probe
 from probes.texts.base import Variant
 from synth import rng as rnd
 

@@ -35,10 +35,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from probes.api.declarations import PAIRED, signed
+from probes.api.fact_pairs import FactParams, plan_by_distance
+from probes.api.paired import PairedProbe
 from probes.api.probe_base import RunContext
 from probes.api.registry import probe
-from probes.engine.fact_pairs import FactParams, plan_by_distance
-from probes.engine.paired import PairedProbe
 
 
 @probe("fact-swap", version=2, diagnose=20)

@@ -38,18 +38,18 @@ import numpy as np
 
 from probes import stats
 from probes.api.declarations import PAIRED, Column, signed
-from probes.api.params import param
-from probes.api.probe_base import ProbeInputError, RunContext
-from probes.api.registry import probe
-from probes.engine.distance_bins import auto_bins, parse_ranges, ranges_text
-from probes.engine.fact_pairs import (
+from probes.api.distance_bins import auto_bins, parse_ranges, ranges_text
+from probes.api.fact_pairs import (
     LEAD_HELP,
     check_lead,
     distance_param,
     draws_per_bin,
     lead_range,
 )
-from probes.engine.paired import PairedProbe
+from probes.api.paired import PairedProbe
+from probes.api.params import param
+from probes.api.probe_base import ProbeInputError, RunContext
+from probes.api.registry import probe
 from synth import rng as rnd
 from synth.language import MAX_FACT_TOKENS
 

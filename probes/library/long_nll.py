@@ -44,7 +44,7 @@ from probes.api.model import score_rows
 from probes.api.params import param
 from probes.api.probe_base import Outcome, Probe, ProbeInputError, RunContext
 from probes.api.registry import probe
-from probes.engine.rows import Rows, score_batches
+from probes.api.rows import Rows, score_batches
 from probes.report import plots
 from probes.report.plots import line_plot
 

@@ -51,11 +51,11 @@ from probes.api.declarations import (
     Column,
     signed,
 )
+from probes.api.fact_pairs import distance_bins, distance_param, draws_per_bin
+from probes.api.paired import Job, PairedProbe
 from probes.api.params import param
 from probes.api.probe_base import RunContext
 from probes.api.registry import probe
-from probes.engine.fact_pairs import distance_bins, distance_param, draws_per_bin
-from probes.engine.paired import Job, PairedProbe
 from synth.generate import MIN_DISTANCE
 
 DISTANCE_HELP = (

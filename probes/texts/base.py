@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from probes.engine.paired import Job
+from probes.api.paired import Job
 from probes.engine.sweep import SweepText
 from probes.texts.cross_doc_texts import TextShape, cross_doc_arrays
 from synth.edits.prior_doc_conflict import CrossDocument

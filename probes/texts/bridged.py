@@ -44,7 +44,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from probes.engine.paired import Job
+from probes.api.paired import Job
 from probes.engine.sweep import SweepText, evenly
 from probes.texts.synth_ids import SynthTexts
 from synth import rng as rnd

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from probes.api.fact_pairs import answer_job
 from probes.api.probe_base import ProbeInputError
-from probes.engine.fact_pairs import answer_job
 from probes.engine.sweep import example_sweep_text
 from probes.texts.base import Texts
 from synth import rng as rnd

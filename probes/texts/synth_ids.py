@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from probes.api.fact_pairs import answer_job, base_example
+from probes.api.paired import Job
 from probes.api.probe_base import ProbeInputError
-from probes.engine.fact_pairs import answer_job, base_example
-from probes.engine.paired import Job
 from probes.engine.sweep import example_sweep_text
 from probes.texts.base import Texts, Variant
 from synth import rng as rnd

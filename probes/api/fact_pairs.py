@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from probes.api.distance_bins import auto_bins, check_ranges, parse_ranges, ranges_text
+from probes.api.paired import Job
 from probes.api.params import param
 from probes.api.probe_base import LengthLimit, ProbeInputError, RunContext
-from probes.engine.distance_bins import auto_bins, check_ranges, parse_ranges, ranges_text
-from probes.engine.paired import Job
 from synth import rng as rnd
 from synth.generate import make_example
 
