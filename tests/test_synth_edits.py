@@ -345,3 +345,15 @@ def test_each_real_text_realisation_is_registered_with_its_edit_and_importable()
     with pytest.raises(ValueError, match="real must name 'module:function'"):
         register("nameless-realisation", real="synth.text.facts")
     assert "nameless-realisation" not in EDITS
+
+
+def test_real_text_refuses_a_length_change_or_a_parameter_its_realisation_lacks_before_editing():
+    """Real text keeps every token outside an edit in place, so `same_length=False` is refused
+    by name; so is a parameter the realisation does not take (synth's `replace` takes `value`,
+    the real-text one draws its own), rather than failing inside it with a TypeError."""
+    from synth.edits import NotOnRealText
+
+    with pytest.raises(NotOnRealText, match=r"'delete' keeps the token length.*same_length=False"):
+        EDITS["delete"].on_real_text(None, None, None, query=0, same_length=False)
+    with pytest.raises(NotOnRealText, match=r"'replace' takes no value \(it takes query\)"):
+        EDITS["replace"].on_real_text(None, None, None, query=0, value=(5,))

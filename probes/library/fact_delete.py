@@ -37,7 +37,7 @@ from probes.api.declarations import PAIRED
 from probes.api.fact_pairs import FactParams, plan_by_distance
 from probes.api.paired import PairedProbe
 from probes.api.params import param
-from probes.api.probe_base import RunContext
+from probes.api.probe_base import ProbeInputError, RunContext
 from probes.api.registry import probe
 
 
@@ -63,4 +63,9 @@ class FactDelete(PairedProbe):
     delta_doc = "mean over answer tokens of NLL(variant: fact deleted) − NLL(base), nats"
 
     def plan(self, ctx: RunContext) -> None:
+        if not self.params.fill and not ctx.texts.changes_lengths:
+            raise ProbeInputError(
+                "--no-fill cuts the fact out, moving the text after it, which real text does "
+                "not do (its deleted fact is filled to its length): drop --no-fill or --haystack"
+            )
         plan_by_distance(self, ctx, "delete", query=0, same_length=self.params.fill)

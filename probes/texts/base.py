@@ -60,6 +60,9 @@ class Texts:
     # Whether a run reports `unmatched_pairs` (pairs not kept aligned in the model's tokens):
     # never on synth ids, where every pair is aligned by construction.
     reports_unmatched: ClassVar[bool] = True
+    # Whether the texts realise an edit's length-changing mode (`same_length=False`, which moves
+    # the tokens after the edit); real text keeps every token outside an edit in place.
+    changes_lengths: ClassVar[bool] = True
     # What the texts are written with: the synth Language (None on real text), the real-text
     # synth.text.world.TextWorld (else None), the bridge to a model's own tokenizer (else None).
     lang: Any = None

@@ -23,6 +23,7 @@ ABLATION_REDRAWS = 8  # draws of a shuffle or a foreign run before an ablation i
 
 class HaystackTexts(Texts):
     mode = "haystack"
+    changes_lengths = False
     min_distance_why = " on real text (the longest query's prefix)"
 
     def __init__(self, world: Any):

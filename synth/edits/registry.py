@@ -17,6 +17,7 @@ they are imported; another package registers its own edits the same way.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,11 +44,26 @@ class Edit:
 
     def on_real_text(self, world: Any, rng: Any, base: Any, **params: Any) -> Pair:
         """The edit of `base`, a fact text of `world` (`synth.text.facts.fact_text`), on real
-        text; NotOnRealText when the edit has no realisation there."""
+        text. Real text keeps every token outside the edit in place, so `same_length=False` is
+        refused there, as is a parameter the realisation does not take: NotOnRealText, naming
+        it, as when the edit has no realisation at all."""
         if self.real is None:
             raise NotOnRealText(f"edit {self.name!r} is not written on real text")
+        if not params.pop("same_length", True):
+            raise NotOnRealText(
+                f"on real text edit {self.name!r} keeps the token length of what it edits "
+                "(same_length=False is for synth texts)"
+            )
         module, _, attr = self.real.partition(":")
-        return getattr(importlib.import_module(module), attr)(world, rng, base, **params)
+        fn = getattr(importlib.import_module(module), attr)
+        taken = inspect.signature(fn).parameters
+        if not any(p.kind is p.VAR_KEYWORD for p in taken.values()):
+            if unknown := sorted(set(params) - set(taken)):
+                raise NotOnRealText(
+                    f"on real text edit {self.name!r} takes no {', '.join(unknown)} "
+                    f"(it takes {', '.join(list(taken)[3:]) or 'no parameter'})"
+                )
+        return fn(world, rng, base, **params)
 
 
 EDITS: dict[str, Edit] = {}

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from synth import rng as rnd
-from synth.edits.registry import NotOnRealText
 from synth.example import Example, Fact, Pair, Query, Span
 from synth.text.compose import Composed, DocPlan, Placed, compose
 from synth.text.lexicon import Lexicon
@@ -184,13 +183,10 @@ def swap_value(
     rng: np.random.Generator,
     base: Example,
     query: int = 0,
-    same_length: bool = True,
 ) -> Pair:
     """synth's `replace` on real text: the value A of `query`'s fact becomes another value B of
     A's token length (sharing no token with the document's values where possible); the query and
     its answer A are kept. meta as synth's `replace`."""
-    if not same_length:
-        raise NotOnRealText("on real text a swapped value keeps its token length")
     fi, f, composed, (d, k) = _stated(base, query, "swap_value")
     piece = composed.blocks[d][k] + 1
     used = [world.value_index(x.value) for x in base.facts]
@@ -227,14 +223,11 @@ def rebind_entity(
     rng: np.random.Generator,
     base: Example,
     query: int = 0,
-    same_length: bool = True,
 ) -> Pair:
     """synth's `rebind` on real text: `query`'s fact bound to another entity (one the document
     never names) whose statement has as many tokens before the value; the value A and the query
     (still asking for the first entity) are kept. meta as synth's `rebind` (entities: world
     indices)."""
-    if not same_length:
-        raise NotOnRealText("on real text a rebound statement keeps its token length")
     fi, f, composed, (d, k) = _stated(base, query, "rebind_entity")
     piece = composed.blocks[d][k]  # the statement's first piece: everything before the value
     prefix = Span(int(f.span.start), int(f.value_span.start))
@@ -279,12 +272,9 @@ def delete_fact(
     rng: np.random.Generator,
     base: Example,
     query: int = 0,
-    same_length: bool = True,
 ) -> Pair:
     """synth's `delete` on real text: `query`'s fact becomes a haystack run of exactly its
     length; its query keeps its answer and gets fact −1. meta as synth's `delete`."""
-    if not same_length:
-        raise NotOnRealText("on real text a deleted fact is always filled, never cut out")
     fi, f, composed, (d, k) = _stated(base, query, "delete_fact")
     if len(composed.doc_starts) != 1:
         raise ValueError("delete_fact edits one-document texts")
