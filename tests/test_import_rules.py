@@ -106,6 +106,7 @@ def named_modules(tree: ast.Module) -> list[tuple[ast.AST, str]]:
         and isinstance(node.body[0], ast.Expr)
         and isinstance(node.body[0].value, ast.Constant)
     }
+    in_fstring = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):
@@ -115,7 +116,7 @@ def named_modules(tree: ast.Module) -> list[tuple[ast.AST, str]]:
                 if NAMED_MODULE.fullmatch(text) and "." in text:
                     out.append((node, text))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if id(node) in docstrings:
+            if id(node) in docstrings or id(node) in in_fstring:
                 continue
             text = node.value.split(":", 1)[0] if ":" in node.value else node.value
             if NAMED_MODULE.fullmatch(text) and "." in text:
@@ -138,22 +139,15 @@ def imports_of(text: str, module: str, is_package: bool, file: str = "") -> list
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             type_only.update(id(n) for n in ast.walk(node))
     out = []
-    in_fstring = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
-    for node, target in named_modules(tree):
-        if id(node) in in_fstring:
-            continue
+
+    def add(node: ast.AST, target: str, lazy: bool, names: tuple[str, ...] = (), named=False):
+        local_, type_only_ = id(node) in local, id(node) in type_only
         out.append(
-            Import(
-                file,
-                node.lineno,
-                module,
-                target,
-                id(node) in local,
-                True,
-                id(node) in type_only,
-                named=True,
-            )
+            Import(file, node.lineno, module, target, local_, lazy, type_only_, names, named)
         )
+
+    for node, target in named_modules(tree):
+        add(node, target, True, named=True)
     for node in ast.walk(tree):
         names: tuple[str, ...] = ()
         if isinstance(node, ast.Import):
@@ -170,18 +164,7 @@ def imports_of(text: str, module: str, is_package: bool, file: str = "") -> list
             continue
         lazy = "# lazy:" in " ".join(lines[node.lineno - 1 : node.end_lineno])
         for target in targets:
-            out.append(
-                Import(
-                    file,
-                    node.lineno,
-                    module,
-                    target,
-                    id(node) in local,
-                    lazy,
-                    id(node) in type_only,
-                    names,
-                )
-            )
+            add(node, target, lazy, names)
     return out
 
 
