@@ -116,6 +116,14 @@ class IdentityProbe(PairedProbe):
             self.jobs.append(Job(0, pair, bt, vt, fact_end, alt=tuple(base.facts[0].value)))
 
 
+def test_a_paired_probe_overriding_what_the_engine_no_longer_calls_is_refused_at_definition():
+    """summarize, _score_batch, _record and _checks were the engine's methods on the probe; an
+    override of one would now be skipped, so defining one is a TypeError naming it."""
+    with pytest.raises(TypeError, match="Stale defines _checks, summarize, which the paired"):
+        type("Stale", (IdentityProbe,), {"summarize": lambda self: 0, "_checks": lambda self: 0})
+    type("Hooked", (IdentityProbe,), {"extra_metrics": lambda self, ctx, r, b: {}})  # hooks: fine
+
+
 @pytest.mark.parametrize("evaluator", ["cached", "recompute"])
 def test_identical_pair_gives_delta_exactly_zero(models, evaluator):
     from synth.language import Language

@@ -23,6 +23,10 @@ from probes.api.probe_base import Outcome, Probe, RunContext
 from probes.api.registry import paired_engine
 from probes.stats import VERDICT_RULE, signed_effect, verdict_counts
 
+# Names a subclass may define expecting the engine to call them, as PairedProbe's methods once
+# were; the engine (a module of its own) never does, so such an override would be skipped.
+ENGINE_METHODS = frozenset({"summarize", "_score_batch", "_record", "_checks"})
+
 
 @dataclass
 class Job:
@@ -75,6 +79,17 @@ class PairedProbe(Probe):
     plot_series: str | None = None  # a bin field: one line per value in the delta plot
     jobs: list[Job]
     groups: list[dict[str, Any]]  # per group: fields shown in the bin (distance_lo/hi, kind, k, …)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuse a method the paired engine once called on the probe and no longer does (its
+        override would be skipped without a word); the hooks below replace them."""
+        super().__init_subclass__(**kwargs)
+        if stale := sorted(ENGINE_METHODS & set(vars(cls))):
+            raise TypeError(
+                f"{cls.__name__} defines {', '.join(stale)}, which the paired engine does not "
+                "call on a probe: override its hooks (record_fields, bin_fields, extra_metrics, "
+                "verdict, make_plots) instead"
+            )
 
     def longest_row(self) -> int:
         """The longest text the planned jobs score (the runner checks it against the model's
