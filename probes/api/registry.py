@@ -70,20 +70,21 @@ def probe_packages() -> list[tuple[str, Path]]:
 
 # The module that scores a `PairedProbe` (probes.api.paired): run machinery above this contract,
 # so it is named here by the package, not imported by the contract.
-_PAIRED_ENGINE: list[str] = []
+_PAIRED_ENGINE: str | None = None
 
 
 def set_paired_engine(module: str) -> None:
     """Name the module whose `execute(probe, ctx)` runs a PairedProbe and whose
     `delta_plots(probe, ctx, outcome)` draws its default plots; imported when first used."""
-    _PAIRED_ENGINE[:] = [module]
+    global _PAIRED_ENGINE
+    _PAIRED_ENGINE = module
 
 
 def paired_engine() -> ModuleType:
     """The module `set_paired_engine` named (`probes/__init__.py` names the built-in one)."""
-    if not _PAIRED_ENGINE:
+    if _PAIRED_ENGINE is None:
         raise RuntimeError("no paired engine is set; `import probes` sets the built-in one")
-    return importlib.import_module(_PAIRED_ENGINE[0])
+    return importlib.import_module(_PAIRED_ENGINE)
 
 
 def probe(name: str, *, version: int, diagnose: int | None = None):
