@@ -48,6 +48,7 @@ from probes.framework.results import (
 )
 from probes.framework.runner import execute, prepare, run
 from probes.suite.one import diagnose
+from probes.suite.parallel import Worker
 from probes.suite.several import diagnose_models
 from probes.suite.store import (
     planned_measurement,
@@ -101,6 +102,8 @@ def rerun(
     plot: Callable[[Path, dict], str | None] | None = None,
     kernels_mode: str | None = None,
     resume: Path | None = None,
+    jobs: int = 1,
+    worker: Worker | None = None,
 ) -> dict:
     """Repeat the run of `run_dir` (a `probe run` or a `probe diagnose` directory) and compare.
     Raises ProbeInputError (one line) for a directory that cannot be repeated. A run.json that
@@ -112,7 +115,8 @@ def rerun(
     earlier rerun of this one left (interrupted, killed), finished with the options and kernels
     it recorded, then compared: a diagnose in its own directory (`finish_rerun`), a probe run
     in a new directory beside it that takes back the chunks it scored
-    (`check_same_measurement`)."""
+    (`check_same_measurement`). `jobs`, `worker`: a diagnose's probes side by side, as
+    `diagnose` takes them (a diagnose of one model only)."""
 
     out = RunOptions.out if out is None else out  # never run.json's: it may come from anyone
     record, original = load_run(run_dir)
@@ -123,12 +127,19 @@ def rerun(
             "compared"
         )
     argv = ["probe", "rerun", str(run_dir)]
+    spread = {"jobs": jobs, "worker": worker}
+    if jobs > 1 and (record.get("command") != "diagnose" or "models" in record.get("options", {})):
+        raise ProbeInputError(
+            f"--jobs runs the probes of one model's diagnose side by side; {str(run_dir)!r} is "
+            "not one: drop --jobs"
+        )
     if resume is not None and record.get("command") == "diagnose":
         check_shape(Path(run_dir) / "run.json", record, {"options": dict})
         argv += ["--resume", str(resume)]
         kwargs = resumed_options(Path(resume))
         pins = diagnose_auto(Path(run_dir), original, record)
-        new = finish_rerun(record, Path(resume), dict(kwargs), progress, plot, argv, pins)
+        new = finish_rerun(record, Path(resume), dict(kwargs), progress, plot, argv, pins,
+                           spread)  # fmt: skip
         kernels_mode = kwargs.get("kernels") or "native"
         passed = bool(new["passed"])
     elif record.get("command") == "diagnose":
@@ -144,7 +155,7 @@ def rerun(
             kwargs["model"] = models  # what _mapped compares with the recorded names
         else:
             kwargs["model"] = _local_models(kwargs.get("model"), record)
-            new = diagnose(progress=progress, argv=argv, plot=plot, **kwargs)
+            new = diagnose(progress=progress, argv=argv, plot=plot, **spread, **kwargs)
         passed = bool(new["passed"])
     elif isinstance(record.get("probe"), dict) and "options" in record:
         file = Path(run_dir) / "run.json"
@@ -207,12 +218,19 @@ def rerun(
 
 
 def finish_rerun(
-    record: dict, partial: Path, values: dict, progress, plot, argv: list[str], pins: dict
+    record: dict,
+    partial: Path,
+    values: dict,
+    progress,
+    plot,
+    argv: list[str],
+    pins: dict,
+    spread: dict | None = None,
 ) -> dict:
     """Finish `partial`, the unfinished diagnose a rerun of the diagnose recorded in `record`
     started, with the options, thread count and kernels it recorded (`values`: its
     `resumed_options`), as `probe diagnose --resume` does (`pins`: its original's
-    `diagnose_auto`), and return its summary.
+    `diagnose_auto`; `spread`: its `jobs` and `worker`), and return its summary.
     ProbeInputError (one line) when it is not a rerun of this one (another option or model
     file), or when this process has not its kernels."""
     theirs = read_json(partial / "run.json")
@@ -239,6 +257,7 @@ def finish_rerun(
         resume=partial,
         plot=plot,
         pinned_auto=pins,
+        **(spread or {}),
         **values,
     )
 

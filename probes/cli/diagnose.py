@@ -13,6 +13,18 @@ from probes.cli.restart import kernels_for
 from probes.framework.options import RunOptions, output_options
 from probes.suite.plan import OPTIONS
 
+# `probe diagnose --jobs` and `probe rerun --jobs` (a diagnose's rerun)
+JOBS = click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Run up to N probes of a diagnose at once, each in a process of its own at its thread "
+    "count (a new diagnose without --threads: the cores shared out among the N): the same "
+    "numbers, bit for bit, in less time on a machine with cores to spare. Not with --models.",
+)
+
 
 @click.command(
     "diagnose", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -48,6 +60,15 @@ from probes.suite.plan import OPTIONS
     "runs it finished are kept, the others run again, at the thread count it recorded. Takes "
     "no other option (--threads only where the run recorded no count).",
 )
+@JOBS
+@click.option(
+    "--only",
+    default=None,
+    metavar="PROBE",
+    help="With --resume: run just this probe of the diagnose into its directory, even while "
+    "another process works in it (what --jobs starts for each probe; also a way to spread a "
+    "diagnose over machines sharing the directory). A later --resume assembles the table.",
+)
 def diagnose_command(
     as_json: bool,
     quiet: bool,
@@ -55,6 +76,8 @@ def diagnose_command(
     distance: str | None,
     skip: tuple[str, ...],
     resume: str | None,
+    jobs: int,
+    only: str | None,
     **values,
 ) -> None:
     """Boundary repair, retrieval, topic adaptation, stale state and effective context of one
@@ -77,6 +100,7 @@ def diagnose_command(
     from probes.framework.progress import Progress
     from probes.report.suite_plots import suite_plot
     from probes.report.suite_table import print_table
+    from probes.report.tables import print_summary
     from probes.suite.one import diagnose
     from probes.suite.several import diagnose_models
 
@@ -84,15 +108,25 @@ def diagnose_command(
     values["haystack"] = list(values["haystack"]) or None
     progress = Progress.auto(quiet or as_json)
     values["distance"] = distance
+    if only is not None and resume is None:
+        raise BadInput("--only runs one probe of a diagnose directory; give it --resume RUN_DIR")
+    if only is not None and jobs > 1:
+        raise BadInput("--only runs one probe; drop --jobs")
+    if models is not None and jobs > 1:
+        raise BadInput("--jobs runs the probes of one model's diagnose side by side; drop it "
+                       "with --models")  # fmt: skip
     if resume is None:  # a resumed run takes its recorded kernels (_resume)
         values["kernels"] = kernels_for(values.get("kernels"))
     try:
-        if resume is not None:
-            summary = _resume(resume, values["threads"], progress)
+        if only is not None:
+            summary = _only(resume, only, values["threads"], progress)
+        elif resume is not None:
+            summary = _resume(resume, values["threads"], progress, jobs)
         elif models is None:
             summary = diagnose(
-                skip=skip, progress=progress, argv=list(sys.argv), plot=suite_plot, **values
-            )
+                skip=skip, progress=progress, argv=list(sys.argv), plot=suite_plot,
+                jobs=jobs, worker=worker_command, **values,
+            )  # fmt: skip
         else:
             summary = diagnose_models(
                 split_models(models),
@@ -104,28 +138,55 @@ def diagnose_command(
             )
     except ProbeInputError as e:
         raise BadInput(str(e)) from None
-    emit(summary, as_json=as_json, show=print_table, passed=summary["passed"])
+    show = print_table if only is None else print_summary  # --only: the probe run's summary
+    emit(summary, as_json=as_json, show=show, passed=summary["passed"])
 
 
-def _resume(path: str, threads: int | None, progress):
+def worker_command(path: Path, probe: str, quiet: bool) -> list[str]:
+    """The process `--jobs` starts for each probe: `probe diagnose --resume DIR --only PROBE`."""
+    command = [sys.executable, "-m", "probes.cli", "diagnose", "--resume", str(path)]
+    return command + ["--only", probe] + (["--quiet"] if quiet else [])
+
+
+def _resume(path: str, threads: int | None, progress, jobs: int = 1):
     """`--resume RUN_DIR`: the recorded options (the thread count too), refusing any other."""
-    from probes.api.probe_base import ProbeInputError
     from probes.report.suite_plots import suite_plot
     from probes.suite.one import diagnose
+
+    values = _recorded(path, threads)
+    skip = values.pop("skip")
+    return diagnose(
+        skip=skip, progress=progress, argv=list(sys.argv), resume=path, plot=suite_plot,
+        jobs=jobs, worker=worker_command, **values,
+    )  # fmt: skip
+
+
+def _only(path: str, probe: str, threads: int | None, progress) -> dict:
+    """`--resume RUN_DIR --only PROBE`: that probe's run, with the recorded options."""
+    from probes.suite.one import diagnose_probe
+
+    values = _recorded(path, threads, beside=True)
+    return diagnose_probe(path, probe, progress=progress, argv=list(sys.argv), **values)
+
+
+def _recorded(path: str, threads: int | None, beside: bool = False) -> dict:
+    """The options a resumed diagnose recorded (`resumed_options`), refusing any other option
+    given (--threads only where the run recorded no count), its kernels made this process's."""
+    from probes.api.probe_base import ProbeInputError
     from probes.suite.store import resumed_options
 
     ctx = click.get_current_context()
     given = [
         p.opts[0]
         for p in ctx.command.params
-        if p.name not in ("resume", "threads", "as_json", "quiet")
+        if p.name not in ("resume", "threads", "as_json", "quiet", "jobs", "only")
         and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE
     ]
     if given:
         raise ProbeInputError(
             f"--resume takes the options recorded in its run.json; drop {given[0]}"
         )
-    values = resumed_options(Path(path))
+    values = resumed_options(Path(path), beside=beside)
     recorded = values.get("threads")
     if threads is not None and recorded is not None and threads != recorded:
         # every probe of one run computes at one count: run.json records one, and a product's
@@ -137,10 +198,7 @@ def _resume(path: str, threads: int | None, progress):
     values["kernels"] = kernels_for(values.get("kernels") or "native")  # as it started
     if recorded is None:  # an old run whose finished probes agree on no count: given, or ours
         values["threads"] = threads
-    skip = values.pop("skip")
-    return diagnose(
-        skip=skip, progress=progress, argv=list(sys.argv), resume=path, plot=suite_plot, **values
-    )
+    return values
 
 
 diagnose_command.params.extend(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from probes.cli.diagnose import JOBS, worker_command
 from probes.cli.errors import EXIT_CHECK, EXIT_OK, BadInput, emit
 from probes.cli.restart import kernels_for
 
@@ -46,6 +47,7 @@ RECORD = "run.json"
     help="Finish the run an interrupted rerun of RUN_DIR left in DIR (with the options and "
     "kernels it began with, keeping what it scored), then compare.",
 )
+@JOBS
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--quiet", is_flag=True, help="No progress or logs on stderr.")
 @click.option(
@@ -58,6 +60,7 @@ def rerun_command(
     out: str | None,
     kernels: str | None,
     resume: str | None,
+    jobs: int,
     as_json: bool,
     quiet: bool,
     allow_file_probes: bool,
@@ -68,9 +71,10 @@ def rerun_command(
     if resume is not None:
         _check_resume(runs, out, kernels, resume)
     if len(runs) == 1:
-        _rerun_here(runs[0], out, kernels, as_json, quiet, allow_file_probes, resume)
+        _rerun_here(runs[0], out, kernels, as_json, quiet, allow_file_probes, resume, jobs)
         return
     flags = [*(["--out", out] if out is not None else []), "--json", "--quiet"]
+    flags += ["--jobs", str(jobs)] if jobs > 1 else []
     flags += ["--kernels", kernels] if kernels is not None else []
     flags += ["--allow-file-probes"] if allow_file_probes else []
     results = []
@@ -148,9 +152,10 @@ def _rerun_here(
     quiet: bool,
     allow_file_probes: bool,
     resume: str | None = None,
+    jobs: int = 1,
 ) -> None:
     """One rerun in this process, under the kernels the run recorded (or `kernels`, or those
-    of the rerun it `resume`s)."""
+    of the rerun it `resume`s); a diagnose's probes `jobs` at once."""
     from probes.api.probe_base import ProbeInputError
     from probes.framework.progress import Progress
     from probes.framework.results import (
@@ -180,6 +185,8 @@ def _rerun_here(
             plot=suite_plot,
             kernels_mode=kernels,
             resume=None if resume is None else Path(resume),
+            jobs=jobs,
+            worker=worker_command,
         )
     except (ProbeInputError, RunDirError) as e:
         raise BadInput(str(e)) from None

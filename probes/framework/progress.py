@@ -50,6 +50,12 @@ class Progress:
         if self.live:
             self._emit(message)
 
+    def relay(self, message: str) -> None:
+        """A line another process wrote (a worker of `probe diagnose --jobs`: its progress
+        lines, or its one-line error), shown whenever progress is."""
+        if self.enabled:
+            self._emit(message)
+
     def _emit(self, message: str) -> None:
         if self._console is not None:
             # a log file keeps each line whole (a terminal's width would fold it)

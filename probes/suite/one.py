@@ -25,11 +25,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from probes.api.probe_base import ProbeInputError
 from probes.framework.models import model_name, model_sources
+from probes.framework.results import RunDir
 from probes.suite.execute import resolve_progress, run_suite
-from probes.suite.plan import check_options, column_model, ident, prepare
+from probes.suite.parallel import Worker, run_parallel
+from probes.suite.plan import check_options, column_model, ident, prepare, suite
 from probes.suite.rows import by_probe, column_rows
-from probes.suite.store import auto_of, close, create, reopen, start_record
+from probes.suite.store import auto_of, close, create, probe_auto, reopen, start_record
+from txl.process_rank import default_threads
 
 
 def diagnose(
@@ -40,6 +44,8 @@ def diagnose(
     resume: str | Path | None = None,
     plot: Callable[[Path, dict], str | None] | None = None,
     pinned_auto: dict | None = None,
+    jobs: int = 1,
+    worker: Worker | None = None,
     **values: Any,
 ) -> dict[str, Any]:
     """Run the suite and return the summary (also written to the run directory). `values`: the
@@ -50,11 +56,19 @@ def diagnose(
     draws the summary's figure into the run directory and returns its file name, which the
     summary lists (the CLI passes `probes.report.suite_plots.suite_plot`). `pinned_auto`: what
     the 'auto' parameters of each probe run stand for ((probe, column) → text; a rerun's).
+    `jobs` > 1: up to that many probe runs at once, each in a `worker` process
+    (probes.suite.parallel; the CLI's `probe diagnose --resume DIR --only PROBE`), each at
+    --threads, which then defaults to this process's share of the cores.
 
     Every probe is prepared (inputs checked, model loaded once, pairs planned) before the run
     directory is created: bad input raises ProbeInputError and leaves nothing behind."""
     t0 = time.perf_counter()
     distance = values.pop("distance", None)
+    if jobs > 1:
+        if worker is None:
+            raise ValueError("diagnose(jobs > 1) needs the worker command that runs one probe")
+        if values.get("threads") is None:  # the cores shared out, recorded as if given
+            values["threads"] = max(1, default_threads() // jobs)
     classes, opts = check_options(skip, values)
     group_cls = next((c for c in classes.values() if c.model_group), None)
     sources = model_sources(group_cls or next(iter(classes.values())), opts.model)
@@ -80,7 +94,10 @@ def diagnose(
     run_dir = create(opts, lm.info.id) if resume is None else reopen(Path(resume), record)
     with run_dir.recording(record):
         progress.log(f"diagnose: run directory {run_dir.path}")
-        run_suite(runs, run_dir, progress, keep=resume is not None)
+        if jobs > 1:
+            run_parallel(runs, run_dir, progress, jobs, worker, keep=resume is not None)
+        else:
+            run_suite(runs, run_dir, progress, keep=resume is not None)
         rows = column_rows(runs, 0, ident(lm.info))
         summary = {
             "schema_version": 1,
@@ -95,3 +112,40 @@ def diagnose(
         }
         drawn = plot(run_dir.path, summary) if plot is not None else None
         return close(run_dir, record, summary, runs, t0, drawn)
+
+
+def diagnose_probe(
+    path: str | Path,
+    name: str,
+    *,
+    progress: Any = None,
+    argv: list[str] | None = None,
+    **values: Any,
+) -> dict[str, Any]:
+    """Run one probe of the diagnose in `path` into its `runs/` (`values`: the options it
+    recorded, `resumed_options(path, beside=True)`): what a worker of `--jobs` does, and a way
+    to spread a diagnose over machines that share its directory. A run of it an earlier
+    attempt finished is kept, an interrupted one picked up, as a resumed diagnose does; the
+    'auto' parameters stand for what the diagnose recorded. Writes nothing of the diagnose's
+    own files (its `--resume` assembles them). Returns the probe run's summary."""
+    path = Path(path)
+    skip = tuple(values.pop("skip", ()))
+    if name not in suite():
+        raise ProbeInputError(
+            f"--only {name!r}: not a diagnose probe; choose from {', '.join(suite())}"
+        )
+    if name in skip:
+        raise ProbeInputError(f"--only {name!r}: this diagnose skips it; name another probe")
+    distance = values.pop("distance", None)
+    others = tuple(n for n in suite() if n != name)
+    classes, opts = check_options(others, values)
+    group_cls = next((c for c in classes.values() if c.model_group), None)
+    sources = model_sources(group_cls or classes[name], opts.model)
+    progress = resolve_progress(progress)
+    auto = probe_auto(path, name)
+    pinned = None if auto is None else {(name, 0): auto}
+    runs, _, _ = prepare(
+        classes, others, sources[:1], sources, opts, progress, argv, distance, pinned
+    )
+    run_suite(runs, RunDir(path), progress, keep=True)
+    return runs[0].summary

@@ -127,10 +127,11 @@ def interrupted(run: SuiteRun, runs_dir: Path) -> tuple[Path, list[dict]] | None
     return best
 
 
-def resumed_options(path: Path) -> dict[str, Any]:
+def resumed_options(path: Path, beside: bool = False) -> dict[str, Any]:
     """The options of an unfinished diagnose run directory (its run.json), to finish it with
-    `diagnose(resume=path, **options)`. ProbeInputError (one line) when it is not a diagnose
-    run, a process still runs in it, or it finished."""
+    `diagnose(resume=path, **options)`, or (`beside`) to run one of its probes with
+    `diagnose_probe` while the diagnose may be running. ProbeInputError (one line) when it is
+    not a diagnose run, a process still runs in it (unless `beside`), or it finished."""
     try:
         record = read_json(Path(path) / "run.json")
     except (FileRefused, OSError) as e:
@@ -143,7 +144,7 @@ def resumed_options(path: Path) -> dict[str, Any]:
     if "models" in record.get("options", {}):
         raise ProbeInputError(f"--resume {str(path)!r}: a --models run cannot be resumed yet")
     state = status(Path(path), record)
-    if state == "running":
+    if state == "running" and not beside:
         raise ProbeInputError(f"--resume {str(path)!r}: a process still runs in it")
     if state in ("complete", "failed-check"):
         raise ProbeInputError(f"--resume {str(path)!r} finished ({state}): nothing to resume")
@@ -152,6 +153,24 @@ def resumed_options(path: Path) -> dict[str, Any]:
     if values.get("threads") is None:
         values["threads"] = _finished_threads(Path(path))
     return values
+
+
+def probe_auto(path: Path, name: str) -> dict[str, str] | None:
+    """What the 'auto' parameters of probe `name` stood for in the diagnose of `path` (its
+    run.json `auto`: parameter → text), None when it recorded none; ProbeInputError (one line)
+    when `auto` is not that shape."""
+    auto = read_json(Path(path) / "run.json").get("auto") or {}
+    mine = auto.get(name) if isinstance(auto, dict) else None
+    if mine is None and isinstance(auto, dict):
+        return None
+    if not isinstance(mine, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in mine.items()
+    ):
+        raise ProbeInputError(
+            f"{str(path)!r}: run.json's auto is not probe → parameter → text (e.g. "
+            '{"fact-swap": {"distance": "14-126"}}); give a directory `probe diagnose` wrote'
+        )
+    return dict(mine)
 
 
 def recorded_options(record: dict) -> dict[str, Any]:

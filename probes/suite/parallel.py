@@ -1,0 +1,155 @@
+"""Running the probe runs of a diagnose side by side (`probe diagnose --jobs N`): each in a process
+of its own that runs one probe into the diagnose's directory (the command the caller names:
+`probe diagnose --resume DIR --only PROBE`), at most N at once, in suite order; the finished
+runs are then read back as a resumed diagnose reads them.
+
+A probe run's numbers depend on its inputs, its thread count and its kernels, never on what runs
+beside it, and every worker computes at the count and with the kernels the diagnose recorded:
+the rows are those of one process running the probes one after the other, bit for bit. A real
+model on a CPU gains most (a diagnose of hours, each probe at one thread, one per core).
+
+The workers start in sessions of their own, so that Ctrl-C reaches the diagnose alone, which
+then stops each worker once (SIGTERM: each records its run as interrupted, keeping what it
+scored) and records itself as interrupted; `--resume` takes it all back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from probes.api.probe_base import ProbeInputError
+from probes.suite.plan import SuiteRun
+from probes.suite.store import finished
+
+# a worker's exit codes (probes.cli.errors): finished (its check passed or failed), bad input,
+# interrupted by SIGINT / SIGTERM
+FINISHED_CODES = (0, 1)
+BAD_INPUT = 2
+INTERRUPTED_CODES = (130, 143, -signal.SIGINT, -signal.SIGTERM)
+
+POLL_S = 0.5
+# how long a stopped worker may take to record its run: a forward pass in progress finishes
+# first (minutes for a long row of a real model on a CPU at one thread), then SIGKILL (its run
+# then reads "dead", and its scored chunks still resume)
+STOP_GRACE_S = 600.0
+
+Worker = Callable[[Path, str, bool], list[str]]  # (diagnose dir, probe, quiet) → command line
+
+
+class Relay(threading.Thread):
+    """A worker's stderr, line by line, to the diagnose's progress (prefixed with its probe),
+    keeping its last line: a worker that failed says why there."""
+
+    def __init__(self, name: str, stream, progress: Any) -> None:
+        super().__init__(daemon=True)
+        self.probe, self.stream, self.progress = name, stream, progress
+        self.last = ""
+
+    def run(self) -> None:
+        for raw in self.stream:
+            line = raw.rstrip("\n")
+            if line.strip():
+                self.last = line
+                self.progress.relay(f"{self.probe}: {line}")
+
+
+class Started:
+    """A running worker: its process, the suite run it computes and its relay."""
+
+    def __init__(self, run: SuiteRun, command: list[str], progress: Any) -> None:
+        self.run = run
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="backslashreplace",
+            start_new_session=True,
+        )
+        self.relay = Relay(run.name, self.process.stderr, progress)
+        self.relay.start()
+
+    def ended(self) -> int | None:
+        code = self.process.poll()
+        if code is not None:
+            self.relay.join()
+        return code
+
+
+def run_parallel(
+    runs: list[SuiteRun], run_dir: Any, progress: Any, jobs: int, worker: Worker, keep: bool
+) -> None:
+    """Run the suite into `run_dir/runs`, up to `jobs` probe runs at once, each in a `worker`
+    process; `keep` (a resumed run): a run an earlier attempt finished is read back. Raises
+    ProbeInputError (a worker's bad input, one line), KeyboardInterrupt (a worker interrupted
+    from outside) or RuntimeError (a worker's internal error), after every other worker ended."""
+    runs_dir = run_dir.path / "runs"
+    pending: list[SuiteRun] = []
+    for r in runs:
+        done = finished(r, runs_dir) if keep else None
+        if done is not None:
+            where = os.path.relpath(done["run_dir"], run_dir.path)
+            progress.log(f"diagnose: {r.name} kept from {where}")
+            r.summary = done
+        else:
+            pending.append(r)
+    quiet = not progress.enabled
+    live: list[Started] = []
+    failures: list[tuple[SuiteRun, int, str]] = []
+    try:
+        while pending or live:
+            while pending and len(live) < jobs:
+                r = pending.pop(0)
+                progress.log(f"diagnose: {r.name} starts in a process of its own")
+                live.append(Started(r, worker(run_dir.path, r.name, quiet), progress))
+            time.sleep(POLL_S)
+            for w in [w for w in live if w.ended() is not None]:
+                live.remove(w)
+                code = w.process.returncode
+                done = finished(w.run, runs_dir) if code in FINISHED_CODES else None
+                if done is None:
+                    failures.append((w.run, code, w.relay.last))
+                else:
+                    w.run.summary = done
+    except BaseException:
+        stop(live)
+        raise
+    if failures:
+        raise_failure(*failures[0])
+
+
+def raise_failure(run: SuiteRun, code: int, last: str) -> None:
+    """The first worker that did not finish its run, as the diagnose's own failure."""
+    said = last.removeprefix("error: ") if last else f"exit code {code}"
+    if code == BAD_INPUT:
+        raise ProbeInputError(f"{run.name}: {said}")
+    if code in INTERRUPTED_CODES:
+        raise KeyboardInterrupt(f"{run.name}'s process was interrupted")
+    raise RuntimeError(f"{run.name}'s process ended with exit code {code}: {said}")
+
+
+def stop(live: list[Started]) -> None:
+    """SIGTERM each live worker once and wait for it to record its run; SIGKILL what is left
+    after STOP_GRACE_S (or at a second interruption of the diagnose itself)."""
+    for w in live:
+        if w.process.poll() is None:
+            w.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    try:
+        for w in live:
+            w.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        pass
+    finally:
+        for w in live:
+            if w.process.poll() is None:
+                w.process.kill()
+                w.process.wait()
+            w.relay.join(timeout=5)

@@ -1,0 +1,233 @@
+"""`probe diagnose --jobs N`: the probes of a diagnose side by side, each in a process of its own
+(`probe diagnose --resume DIR --only PROBE`), giving the rows one process gives, bit for bit;
+a resumed diagnose keeps what was finished and runs the rest side by side; an interrupted
+diagnose stops each worker once; a worker's failure is the diagnose's, in one line."""
+
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import probe_smoke
+import pytest
+import torch
+from click.testing import CliRunner
+
+from probes.api.probe_base import ProbeInputError
+from probes.cli.main import cli
+from probes.framework.progress import Progress
+from probes.suite import parallel
+from probes.suite.plan import SuiteRun
+from probes.testing import tiny_checkpoint
+
+torch.set_num_threads(1)
+
+BASE = ["--quick", "--threads", "1", "--json"]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    tiny_checkpoint(root / "m-mem0", mem_len=0, tgt_len=16, seed=1)  # the group's sibling
+    return tiny_checkpoint(root / "m", mem_len=16, tgt_len=16)
+
+
+@pytest.fixture(scope="module")
+def one_process(model, tmp_path_factory):
+    """The diagnose run in this process, one probe after the other."""
+    out = tmp_path_factory.mktemp("one")
+    r = invoke("diagnose", "--model", model, "--out", out, *BASE)
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def ran_alone(record: dict, name: str) -> bool:
+    """Whether a probe run's run.json says a worker ran it (`… --only NAME`)."""
+    argv = record["argv"]
+    return "--only" in argv and argv[argv.index("--only") + 1] == name
+
+
+def same_rows(a: dict, b: dict) -> bool:
+    return json.dumps(a["rows"], sort_keys=True) == json.dumps(b["rows"], sort_keys=True)
+
+
+def test_probes_run_side_by_side_give_the_rows_of_one_process_bit_for_bit(
+    model, one_process, tmp_path
+):
+    r = invoke("diagnose", "--model", model, "--out", tmp_path, "--jobs", "3", *BASE)
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert same_rows(doc, one_process)
+    assert doc["verdicts"] == one_process["verdicts"]
+    assert sorted(doc["runs"]) == sorted(one_process["runs"]) == sorted(probe_smoke.diagnosed())
+    run_dir = Path(doc["run_dir"])
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "complete"
+    for name, rel in doc["runs"].items():  # each probe ran in a worker of its own
+        record = json.loads((run_dir / rel / "run.json").read_text())
+        assert ran_alone(record, name)
+        assert record["threads"] == 1
+
+
+def test_a_resumed_diagnose_keeps_finished_probes_and_runs_the_rest_side_by_side(
+    model, one_process, tmp_path
+):
+    done = Path(one_process["run_dir"])
+    partial = tmp_path / "diagnose" / done.parent.name / done.name
+    shutil.copytree(done, partial)
+    dropped = sorted(one_process["runs"])[::2]
+    for name in dropped:  # as if the diagnose had been stopped before these
+        shutil.rmtree(partial / one_process["runs"][name])
+    (partial / "summary.json").unlink()
+    record = json.loads((partial / "run.json").read_text())
+    (partial / "run.json").write_text(json.dumps({**record, "status": "interrupted"}))
+
+    r = invoke("diagnose", "--resume", partial, "--jobs", "2", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert same_rows(doc, one_process)
+    for name, rel in doc["runs"].items():
+        record = json.loads((partial / rel / "run.json").read_text())
+        assert ran_alone(record, name) == (name in dropped), name
+
+
+def test_one_probe_of_a_diagnose_runs_alone_and_a_finished_one_is_kept(
+    model, one_process, tmp_path
+):
+    done = Path(one_process["run_dir"])
+    partial = tmp_path / "diagnose" / done.parent.name / done.name
+    shutil.copytree(done, partial)
+    shutil.rmtree(partial / one_process["runs"]["fact-swap"])
+    (partial / "summary.json").unlink()
+    record = json.loads((partial / "run.json").read_text())
+    (partial / "run.json").write_text(json.dumps({**record, "status": "interrupted"}))
+    kept = json.loads((partial / one_process["runs"]["boundary"] / "summary.json").read_text())
+
+    r = invoke("diagnose", "--resume", partial, "--only", "fact-swap", "--json")
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["probe"] == "fact-swap"
+    assert Path(summary["run_dir"]).parent.parent.parent == partial / "runs"
+    assert not (partial / "summary.json").exists()  # the diagnose's own files are untouched
+    assert json.loads((partial / "run.json").read_text())["status"] == "interrupted"
+
+    r = invoke("diagnose", "--resume", partial, "--only", "boundary", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["run_dir"] == str(partial / one_process["runs"]["boundary"])
+    assert json.loads(r.stdout)["metrics"] == kept["metrics"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--jobs", "0"], "--jobs"),
+        (["--only", "fact-swap"], "give it --resume RUN_DIR"),
+        (["--models", "MODEL,MODEL", "--jobs", "2"], "drop it with --models"),
+    ],
+)
+def test_a_bad_jobs_or_only_is_one_line_exit_2_and_writes_nothing(model, tmp_path, args, needle):
+    args = [str(model) if a == "MODEL" else a for a in args]
+    if "--models" not in args:
+        args = ["--model", str(model), *args]
+    r = invoke("diagnose", *args, "--out", tmp_path / "out", "--quick")
+    assert r.exit_code == 2
+    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_only_refuses_a_probe_the_diagnose_does_not_run(model, one_process, tmp_path):
+    done = Path(one_process["run_dir"])
+    partial = tmp_path / "d" / "diagnose" / done.parent.name / done.name
+    shutil.copytree(done, partial)
+    (partial / "summary.json").unlink()
+    record = json.loads((partial / "run.json").read_text())
+    (partial / "run.json").write_text(json.dumps({**record, "status": "interrupted"}))
+    r = invoke("diagnose", "--resume", partial, "--only", "no-such-probe")
+    assert r.exit_code == 2
+    assert "not a diagnose probe" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_rerun_of_a_probe_run_refuses_jobs_in_one_line(model, one_process):
+    probe_run = Path(one_process["run_dir"]) / one_process["runs"]["fact-swap"]
+    r = invoke("rerun", probe_run, "--jobs", "2")
+    assert r.exit_code == 2
+    assert "drop --jobs" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+# Workers stood in by small Python processes: what the parent does with their exit codes,
+# their last line and an interruption, without a model.
+
+
+def fake(code: str) -> parallel.Worker:
+    return lambda path, name, quiet: [sys.executable, "-c", code, str(path), name]
+
+
+def suite_runs(*names: str) -> list[SuiteRun]:
+    return [SuiteRun(n, plan=None, column=0) for n in names]
+
+
+def test_a_worker_refusing_its_input_is_the_diagnose_refusing_it_in_one_line(tmp_path):
+    worker = fake("import sys; print('error: --mem 9999 exceeds the model', file=sys.stderr); "
+                  "sys.exit(2)")  # fmt: skip
+    with pytest.raises(ProbeInputError, match=r"^fact-swap: --mem 9999 exceeds the model$"):
+        parallel.run_parallel(
+            suite_runs("fact-swap"), SimpleNamespace(path=tmp_path), Progress(False), 2, worker,
+            keep=False,
+        )  # fmt: skip
+
+
+def test_a_worker_failing_inside_is_an_internal_error_naming_it(tmp_path):
+    worker = fake("import sys; print('internal error: boom', file=sys.stderr); sys.exit(3)")
+    with pytest.raises(RuntimeError, match="boundary's process ended with exit code 3"):
+        parallel.run_parallel(
+            suite_runs("boundary"), SimpleNamespace(path=tmp_path), Progress(False), 1, worker,
+            keep=False,
+        )  # fmt: skip
+
+
+SLOW = """
+import signal, sys, time
+from pathlib import Path
+def stopped(signum, frame):
+    with open(Path(sys.argv[1]) / (sys.argv[2] + '.stopped'), 'a') as f:
+        f.write('SIGTERM\\n')
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stopped)
+(Path(sys.argv[1]) / (sys.argv[2] + '.started')).touch()
+time.sleep(60)
+"""
+
+
+def test_an_interrupted_diagnose_stops_each_worker_once_and_starts_no_other(tmp_path):
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    started = time.monotonic()
+
+    def when_both_started():
+        while len(list(tmp_path.glob("*.started"))) < 2 and time.monotonic() - started < 60:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    threading.Thread(target=when_both_started, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            parallel.run_parallel(
+                suite_runs("a", "b", "c"), SimpleNamespace(path=tmp_path), Progress(False), 2,
+                fake(SLOW), keep=False,
+            )  # fmt: skip
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert time.monotonic() - started < 30  # not the workers' 60 s
+    assert sorted(p.name for p in tmp_path.glob("*.started")) == ["a.started", "b.started"]
+    for name in ("a", "b"):
+        assert (tmp_path / f"{name}.stopped").read_text() == "SIGTERM\n"
