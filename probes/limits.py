@@ -50,6 +50,15 @@ def available_bytes() -> int:
         return 1 << 62
 
 
+def resident_bytes() -> int:
+    """This process's resident memory now (/proc/self/statm; 0 where the OS does not say)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0
+
+
 def gib(n_bytes: float) -> str:
     return f"{n_bytes / 2**30:.1f} GiB"
 

@@ -143,6 +143,17 @@ def test_a_bad_jobs_or_only_is_one_line_exit_2_and_writes_nothing(model, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def test_jobs_that_would_not_fit_in_memory_are_refused_before_anything_is_written(
+    model, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(parallel, "resident_bytes", lambda: 1 << 50)  # a petabyte each
+    r = invoke("diagnose", "--model", model, "--quick", "--jobs", "2", "--out", tmp_path / "out")
+    assert r.exit_code == 2
+    assert "--jobs 2 (2 processes, each with its own copy of m-" in r.stderr
+    assert "lower --jobs" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
 def test_only_refuses_a_probe_the_diagnose_does_not_run(model, one_process, tmp_path):
     done = Path(one_process["run_dir"])
     partial = tmp_path / "d" / "diagnose" / done.parent.name / done.name
@@ -160,6 +171,25 @@ def test_rerun_of_a_probe_run_refuses_jobs_in_one_line(model, one_process):
     r = invoke("rerun", probe_run, "--jobs", "2")
     assert r.exit_code == 2
     assert "drop --jobs" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_rerun_of_several_runs_spreads_the_diagnoses_and_reruns_probe_runs_as_before(
+    model, tmp_path
+):
+    out = tmp_path / "runs"
+    r = invoke("diagnose", "--model", model, "--out", out, *BASE,
+               *probe_smoke.skip_all_but("fact-swap"))  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    r = invoke("run", "fact-swap", "--model", model, "--quick", "--threads", "1", "--out", out,
+               "--json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    r = invoke("rerun", out, "--jobs", "2", "--json", "--out", tmp_path / "again")
+    assert r.exit_code == 0, r.stdout
+    reruns = json.loads(r.stdout)["reruns"]
+    assert len(reruns) == 2 and {x["match"] for x in reruns} == {"exact"}
+    (diagnose,) = (tmp_path / "again" / "diagnose").glob("*/*")
+    (fact_swap,) = (diagnose / "runs" / "fact-swap").glob("*/*")
+    assert ran_alone(json.loads((fact_swap / "run.json").read_text()), "fact-swap")
 
 
 # Workers stood in by small Python processes: what the parent does with their exit codes,

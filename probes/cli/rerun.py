@@ -74,14 +74,14 @@ def rerun_command(
         _rerun_here(runs[0], out, kernels, as_json, quiet, allow_file_probes, resume, jobs)
         return
     flags = [*(["--out", out] if out is not None else []), "--json", "--quiet"]
-    flags += ["--jobs", str(jobs)] if jobs > 1 else []
     flags += ["--kernels", kernels] if kernels is not None else []
     flags += ["--allow-file-probes"] if allow_file_probes else []
+    spread = ["--jobs", str(jobs)] if jobs > 1 else []  # the diagnoses among them
     results = []
     for i, run in enumerate(runs, 1):
         if not (quiet or as_json) and sys.stderr.isatty():
             click.echo(f"rerun {i}/{len(runs)}: {run}", err=True)
-        results.append(_rerun_apart(run, flags))
+        results.append(_rerun_apart(run, flags + (spread if _is_diagnose(run) else [])))
     from probes.report.tables import print_reruns
 
     doc = {"reruns": results, "passed": all(r["passed"] for r in results)}
@@ -191,6 +191,18 @@ def _rerun_here(
     except (ProbeInputError, RunDirError) as e:
         raise BadInput(str(e)) from None
     emit(result, as_json=as_json, show=print_rerun, passed=result["passed"])
+
+
+def _is_diagnose(run_dir: Path) -> bool:
+    """Whether `run_dir`'s run.json says `probe diagnose` wrote it (a file that cannot be read
+    is not: its own rerun says why)."""
+    from probes.framework.results import RunDirError, load_run
+
+    try:
+        record, _ = load_run(run_dir)
+    except RunDirError:
+        return False
+    return record.get("command") == "diagnose"
 
 
 def _rerun_apart(run_dir: Path, flags: list[str]) -> dict:

@@ -29,7 +29,7 @@ from probes.api.probe_base import ProbeInputError
 from probes.framework.models import model_name, model_sources
 from probes.framework.results import RunDir
 from probes.suite.execute import resolve_progress, run_suite
-from probes.suite.parallel import Worker, run_parallel
+from probes.suite.parallel import Worker, check_memory, left_to_run, run_parallel
 from probes.suite.plan import check_options, column_model, ident, prepare, suite
 from probes.suite.rows import by_probe, column_rows
 from probes.suite.store import auto_of, close, create, probe_auto, reopen, start_record
@@ -91,6 +91,9 @@ def diagnose(
     )
     record["options"]["model"] = [model_name(s) for s in sources]
     record["options"]["distance"] = distance or "auto"
+    if jobs > 1:
+        left = left_to_run(runs, None if resume is None else Path(resume))
+        check_memory(min(jobs, len(left)), lm, geometry)
     run_dir = create(opts, lm.info.id) if resume is None else reopen(Path(resume), record)
     with run_dir.recording(record):
         progress.log(f"diagnose: run directory {run_dir.path}")

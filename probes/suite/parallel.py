@@ -23,7 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from probes.api.model import row_bytes
 from probes.api.probe_base import ProbeInputError
+from probes.limits import LimitError, require_memory, resident_bytes
 from probes.suite.plan import SuiteRun
 from probes.suite.store import finished
 
@@ -81,6 +83,31 @@ class Started:
         if code is not None:
             self.relay.join()
         return code
+
+
+def left_to_run(runs: list[SuiteRun], resume: Path | None) -> list[SuiteRun]:
+    """The runs a diagnose still has to compute: all of a new one, those a resumed one did not
+    finish."""
+    if resume is None:
+        return list(runs)
+    return [r for r in runs if finished(r, Path(resume) / "runs") is None]
+
+
+def check_memory(workers: int, model: Any, geometry: Any) -> None:
+    """Refuse `workers` processes that would not fit in memory, before any is started: each
+    holds about what this process holds now (the model loaded, texts planned) and one forward
+    row. ProbeInputError (one line)."""
+    if workers < 2:
+        return
+    each = resident_bytes() + (row_bytes(model, geometry) or 0)
+    try:
+        require_memory(
+            f"--jobs {workers} ({workers} processes, each with its own copy of {model.info.id})",
+            workers * each,
+            "lower --jobs",
+        )
+    except LimitError as e:
+        raise ProbeInputError(str(e)) from None
 
 
 def run_parallel(
