@@ -214,6 +214,18 @@ def test_a_worker_refusing_its_input_is_the_diagnose_refusing_it_in_one_line(tmp
         )  # fmt: skip
 
 
+def test_each_line_a_worker_writes_reaches_the_diagnose_naming_its_probe_once(tmp_path, capsys):
+    worker = fake("import sys; print('fact-swap: scoring pairs: 1/2', file=sys.stderr); "
+                  "print('loading', file=sys.stderr); sys.exit(3)")  # fmt: skip
+    with pytest.raises(RuntimeError, match=r"exit code 3: loading$"):
+        parallel.run_parallel(
+            suite_runs("fact-swap"), SimpleNamespace(path=tmp_path), Progress(True, live=False),
+            1, worker, keep=False,
+        )  # fmt: skip
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["fact-swap: scoring pairs: 1/2", "fact-swap: loading"]
+
+
 def test_a_worker_failing_inside_is_an_internal_error_naming_it(tmp_path):
     worker = fake("import sys; print('internal error: boom', file=sys.stderr); sys.exit(3)")
     with pytest.raises(RuntimeError, match="boundary's process ended with exit code 3"):

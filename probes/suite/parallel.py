@@ -58,7 +58,8 @@ class Relay(threading.Thread):
             line = raw.rstrip("\n")
             if line.strip():
                 self.last = line
-                self.progress.relay(f"{self.probe}: {line}")
+                named = line.startswith(f"{self.probe}: ")  # its progress lines name it
+                self.progress.relay(line if named else f"{self.probe}: {line}")
 
 
 class Started:
