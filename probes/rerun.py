@@ -128,7 +128,7 @@ def rerun(
         )
     argv = ["probe", "rerun", str(run_dir)]
     spread = {"jobs": jobs, "worker": worker}
-    if jobs > 1 and (record.get("command") != "diagnose" or "models" in record.get("options", {})):
+    if jobs > 1 and not spreads(record):
         raise ProbeInputError(
             f"--jobs runs the probes of one model's diagnose side by side; {str(run_dir)!r} is "
             "not one: drop --jobs"
@@ -215,6 +215,16 @@ def rerun(
         + _added(added),
         "passed": match != "differ" and passed,
     }
+
+
+def spreads(record: dict) -> bool:
+    """Whether `--jobs` applies to the run of this run.json: a diagnose of one model."""
+    options = record.get("options")
+    return (
+        record.get("command") == "diagnose"
+        and isinstance(options, dict)
+        and ("models" not in options)
+    )
 
 
 def finish_rerun(

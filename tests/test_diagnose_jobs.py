@@ -154,6 +154,21 @@ def test_jobs_that_would_not_fit_in_memory_are_refused_before_anything_is_writte
     assert not (tmp_path / "out").exists()
 
 
+def test_only_refuses_a_probe_the_diagnose_leaves_out_naming_why(model, tmp_path):
+    alone = tiny_checkpoint(tmp_path / "alone", mem_len=0, tgt_len=16, seed=2)  # no group
+    r = invoke("diagnose", "--model", alone, "--out", tmp_path / "out", *BASE,
+               *probe_smoke.skip_all_but("fact-swap", "recl"))  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    (done,) = (tmp_path / "out" / "diagnose").glob("*/*")
+    (done / "summary.json").unlink()
+    record = json.loads((done / "run.json").read_text())
+    (done / "run.json").write_text(json.dumps({**record, "status": "interrupted"}))
+    r = invoke("diagnose", "--resume", done, "--only", "recl")
+    assert r.exit_code == 2
+    assert "--only 'recl': this diagnose leaves it out: recl (no model group)" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
 def test_only_refuses_a_probe_the_diagnose_does_not_run(model, one_process, tmp_path):
     done = Path(one_process["run_dir"])
     partial = tmp_path / "d" / "diagnose" / done.parent.name / done.name
@@ -216,23 +231,95 @@ def test_a_worker_refusing_its_input_is_the_diagnose_refusing_it_in_one_line(tmp
 
 def test_each_line_a_worker_writes_reaches_the_diagnose_naming_its_probe_once(tmp_path, capsys):
     worker = fake("import sys; print('fact-swap: scoring pairs: 1/2', file=sys.stderr); "
-                  "print('loading', file=sys.stderr); sys.exit(3)")  # fmt: skip
-    with pytest.raises(RuntimeError, match=r"exit code 3: loading$"):
+                  "print('internal error: boom', file=sys.stderr); sys.exit(3)")  # fmt: skip
+    with pytest.raises(RuntimeError, match=r"exit code 3: internal error: boom$"):
         parallel.run_parallel(
             suite_runs("fact-swap"), SimpleNamespace(path=tmp_path), Progress(True, live=False),
             1, worker, keep=False,
         )  # fmt: skip
     lines = capsys.readouterr().err.splitlines()
-    assert lines == ["fact-swap: scoring pairs: 1/2", "fact-swap: loading"]
+    assert lines == ["fact-swap: scoring pairs: 1/2", "fact-swap: internal error: boom"]
 
 
-def test_a_worker_failing_inside_is_an_internal_error_naming_it(tmp_path):
-    worker = fake("import sys; print('internal error: boom', file=sys.stderr); sys.exit(3)")
-    with pytest.raises(RuntimeError, match="boundary's process ended with exit code 3"):
+def test_a_killed_worker_is_named_with_its_signal_not_its_last_progress_line(tmp_path):
+    worker = fake("import os, signal, sys; print('boundary: scoring 1/9', file=sys.stderr); "
+                  "sys.stderr.flush(); os.kill(os.getpid(), signal.SIGKILL)")  # fmt: skip
+    with pytest.raises(RuntimeError, match=r"^boundary's process was killed by SIGKILL$"):
         parallel.run_parallel(
             suite_runs("boundary"), SimpleNamespace(path=tmp_path), Progress(False), 1, worker,
             keep=False,
         )  # fmt: skip
+
+
+def test_after_a_worker_fails_no_other_starts_and_the_live_ones_end_first(tmp_path):
+    code = (
+        "import sys, time; from pathlib import Path; "
+        "(Path(sys.argv[1]) / (sys.argv[2] + '.started')).touch(); "
+        "bad = sys.argv[2] == 'a'; time.sleep(0 if bad else 2); "
+        "print('error: a refused', file=sys.stderr); sys.exit(2 if bad else 3)"
+    )
+    with pytest.raises(ProbeInputError, match=r"^a: a refused$"):
+        parallel.run_parallel(
+            suite_runs("a", "b", "c"), SimpleNamespace(path=tmp_path), Progress(False), 2,
+            fake(code), keep=False,
+        )  # fmt: skip
+    assert sorted(p.name for p in tmp_path.glob("*.started")) == ["a.started", "b.started"]
+
+
+FOLLOWER = """
+import signal, sys, time
+from pathlib import Path
+from probes.suite.parallel import follow_parent
+def stopped(signum, frame):
+    (Path(sys.argv[1]) / 'stopped').touch()
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stopped)
+follow_parent()
+(Path(sys.argv[1]) / 'started').touch()
+time.sleep(60)
+"""
+
+PARENT_OF = """
+import os, subprocess, sys, time
+from probes.suite.parallel import PARENT
+subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], start_new_session=True,
+                 env={**os.environ, PARENT: str(os.getpid())})
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_worker_whose_diagnose_is_killed_outright_is_stopped_and_records_it(tmp_path):
+    import subprocess
+
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_OF, FOLLOWER, str(tmp_path)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "started").exists()
+        parent.kill()  # SIGKILL: no handler of the diagnose runs
+        parent.wait()
+        while not (tmp_path / "stopped").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "stopped").exists()  # the worker got SIGTERM: it records its run
+    finally:
+        parent.kill()
+
+
+def test_a_progress_line_whose_reader_is_gone_ends_the_lines_not_the_run(monkeypatch):
+    read, write = os.pipe()
+    os.close(read)
+    stream = os.fdopen(write, "w")
+    monkeypatch.setattr(sys, "stderr", stream)
+    p = Progress(enabled=True, live=False)
+    p.relay("fact-swap: scoring pairs: 1/2")  # EPIPE: no exception, no SystemExit
+    assert not p.enabled
+    p.relay("fact-swap: scoring pairs: 2/2")
+    try:
+        stream.close()
+    except OSError:
+        pass
 
 
 SLOW = """

@@ -21,8 +21,9 @@ JOBS = click.option(
     show_default=True,
     metavar="N",
     help="Run up to N probes of a diagnose at once, each in a process of its own at its thread "
-    "count (a new diagnose without --threads: the cores shared out among the N): the same "
-    "numbers, bit for bit, in less time on a machine with cores to spare. Not with --models.",
+    "count (a new diagnose without --threads: the cores shared out among the N): the numbers "
+    "one process gives at that count, bit for bit, in less time on a machine with cores to "
+    "spare. Not with --models (rerun of several runs: their one-model diagnoses).",
 )
 
 
@@ -164,8 +165,10 @@ def _resume(path: str, threads: int | None, progress, jobs: int = 1):
 def _only(path: str, probe: str, threads: int | None, progress) -> dict:
     """`--resume RUN_DIR --only PROBE`: that probe's run, with the recorded options."""
     from probes.suite.one import diagnose_probe
+    from probes.suite.parallel import follow_parent
 
-    values = _recorded(path, threads, beside=True)
+    values = _recorded(path, threads, beside=True)  # may restart the process for its kernels
+    follow_parent()
     return diagnose_probe(path, probe, progress=progress, argv=list(sys.argv), **values)
 
 

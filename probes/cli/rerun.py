@@ -76,12 +76,12 @@ def rerun_command(
     flags = [*(["--out", out] if out is not None else []), "--json", "--quiet"]
     flags += ["--kernels", kernels] if kernels is not None else []
     flags += ["--allow-file-probes"] if allow_file_probes else []
-    spread = ["--jobs", str(jobs)] if jobs > 1 else []  # the diagnoses among them
+    spread = ["--jobs", str(jobs)] if jobs > 1 else []  # the one-model diagnoses among them
     results = []
     for i, run in enumerate(runs, 1):
         if not (quiet or as_json) and sys.stderr.isatty():
             click.echo(f"rerun {i}/{len(runs)}: {run}", err=True)
-        results.append(_rerun_apart(run, flags + (spread if _is_diagnose(run) else [])))
+        results.append(_rerun_apart(run, flags + (spread if spread and _spreads(run) else [])))
     from probes.report.tables import print_reruns
 
     doc = {"reruns": results, "passed": all(r["passed"] for r in results)}
@@ -193,16 +193,17 @@ def _rerun_here(
     emit(result, as_json=as_json, show=print_rerun, passed=result["passed"])
 
 
-def _is_diagnose(run_dir: Path) -> bool:
-    """Whether `run_dir`'s run.json says `probe diagnose` wrote it (a file that cannot be read
-    is not: its own rerun says why)."""
+def _spreads(run_dir: Path) -> bool:
+    """Whether `--jobs` applies to the run in `run_dir` (`probes.rerun.spreads`; a file that
+    cannot be read: no, and its own rerun says why)."""
     from probes.framework.results import RunDirError, load_run
+    from probes.rerun import spreads
 
     try:
         record, _ = load_run(run_dir)
     except RunDirError:
         return False
-    return record.get("command") == "diagnose"
+    return spreads(record)
 
 
 def _rerun_apart(run_dir: Path, flags: list[str]) -> dict:

@@ -57,9 +57,20 @@ class Progress:
             self._emit(message)
 
     def _emit(self, message: str) -> None:
-        if self._console is not None:
-            # a log file keeps each line whole (a terminal's width would fold it)
-            self._console.print(f"[dim]{message}[/dim]", highlight=False, soft_wrap=not self.live)
+        if self._console is None:
+            return
+        if self.live:
+            self._console.print(f"[dim]{message}[/dim]", highlight=False)
+            return
+        # a log file or a pipe gets each line whole and as written (no terminal folds it, no
+        # markup is read in it); a reader gone (EPIPE: a worker's diagnose killed) ends the
+        # lines, never the run, which still records how it ends
+        try:
+            self._console.file.write(message + "\n")
+            self._console.file.flush()
+        except (OSError, ValueError):
+            self.enabled = False
+            self._console = None
 
     def start(self, total: int, description: str, work: Sequence[float] | None = None) -> None:
         """Begin `total` steps; `work[i]` is what step i costs (None: every step the same)."""

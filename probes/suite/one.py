@@ -30,7 +30,7 @@ from probes.framework.models import model_name, model_sources
 from probes.framework.results import RunDir
 from probes.suite.execute import resolve_progress, run_suite
 from probes.suite.parallel import Worker, check_memory, left_to_run, run_parallel
-from probes.suite.plan import check_options, column_model, ident, prepare, suite
+from probes.suite.plan import check_options, column_model, ident, prepare, require_runs, suite
 from probes.suite.rows import by_probe, column_rows
 from probes.suite.store import auto_of, close, create, probe_auto, reopen, start_record
 from txl.process_rank import default_threads
@@ -76,6 +76,7 @@ def diagnose(
     runs, skipped, unserved = prepare(
         classes, skip, sources[:1], sources, opts, progress, argv, distance, pinned_auto
     )
+    require_runs(runs, skipped)
     lm = column_model(runs, 0, unserved)
     geometry = next(r.plan.ctx.geometry for r in runs if r.serves(0))
     grouped = [r for r in runs if r.column is None]
@@ -147,8 +148,12 @@ def diagnose_probe(
     progress = resolve_progress(progress)
     auto = probe_auto(path, name)
     pinned = None if auto is None else {(name, 0): auto}
-    runs, _, _ = prepare(
+    runs, skipped, _ = prepare(
         classes, others, sources[:1], sources, opts, progress, argv, distance, pinned
     )
+    if not runs:  # not applicable to this model, or a group probe without its group
+        raise ProbeInputError(
+            f"--only {name!r}: this diagnose leaves it out: {skipped[-1]}; name a probe it runs"
+        )
     run_suite(runs, RunDir(path), progress, keep=True)
     return runs[0].summary

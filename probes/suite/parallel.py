@@ -10,16 +10,21 @@ model on a CPU gains most (a diagnose of hours, each probe at one thread, one pe
 
 The workers start in sessions of their own, so that Ctrl-C reaches the diagnose alone, which
 then stops each worker once (SIGTERM: each records its run as interrupted, keeping what it
-scored) and records itself as interrupted; `--resume` takes it all back."""
+scored) and records itself as interrupted; `--resume` takes it all back. A worker asks the
+kernel for SIGTERM when the diagnose dies (`follow_parent`), so a diagnose killed outright
+leaves no worker computing alone, and each worker's run still reads as interrupted."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +47,10 @@ POLL_S = 0.5
 STOP_GRACE_S = 600.0
 
 Worker = Callable[[Path, str, bool], list[str]]  # (diagnose dir, probe, quiet) → command line
+
+# in a worker's environment: the process id of the diagnose that started it
+PARENT = "PROBES_DIAGNOSE_PID"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class Relay(threading.Thread):
@@ -75,6 +84,7 @@ class Started:
             text=True,
             errors="backslashreplace",
             start_new_session=True,
+            env={**os.environ, PARENT: str(os.getpid())},
         )
         self.relay = Relay(run.name, self.process.stderr, progress)
         self.relay.start()
@@ -111,13 +121,49 @@ def check_memory(workers: int, model: Any, geometry: Any) -> None:
         raise ProbeInputError(str(e)) from None
 
 
+def follow_parent() -> None:
+    """In a worker the diagnose started: have the kernel send this process SIGTERM when the
+    diagnose dies (Linux; elsewhere nothing), and stop at once if it already has. A worker
+    started by hand (`--only`) is left alone."""
+    parent = os.environ.get(PARENT)
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl in this libc: the worker outlives a killed parent
+        return
+    if str(os.getppid()) != parent:  # it died before the request: the signal will not come
+        signal.raise_signal(signal.SIGTERM)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait while a worker starts and is listed, then arrive: a worker
+    started but not yet listed would never be stopped. (Python runs signal handlers in the
+    main thread only; elsewhere there is nothing to hold.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in held}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if caught:
+            signal.raise_signal(caught[0])
+
+
 def run_parallel(
     runs: list[SuiteRun], run_dir: Any, progress: Any, jobs: int, worker: Worker, keep: bool
 ) -> None:
     """Run the suite into `run_dir/runs`, up to `jobs` probe runs at once, each in a `worker`
-    process; `keep` (a resumed run): a run an earlier attempt finished is read back. Raises
-    ProbeInputError (a worker's bad input, one line), KeyboardInterrupt (a worker interrupted
-    from outside) or RuntimeError (a worker's internal error), after every other worker ended."""
+    process; `keep` (a resumed run): a run an earlier attempt finished is read back. After a
+    worker fails no other starts, and once the live ones have ended the diagnose raises
+    ProbeInputError (the worker's bad input, one line), KeyboardInterrupt (a worker interrupted
+    from outside) or RuntimeError (a worker's internal error, or one killed)."""
     runs_dir = run_dir.path / "runs"
     pending: list[SuiteRun] = []
     for r in runs:
@@ -133,10 +179,13 @@ def run_parallel(
     failures: list[tuple[SuiteRun, int, str]] = []
     try:
         while pending or live:
-            while pending and len(live) < jobs:
+            while pending and len(live) < jobs and not failures:
                 r = pending.pop(0)
                 progress.log(f"diagnose: {r.name} starts in a process of its own")
-                live.append(Started(r, worker(run_dir.path, r.name, quiet), progress))
+                with signals_held():
+                    live.append(Started(r, worker(run_dir.path, r.name, quiet), progress))
+            if failures and not live:
+                break
             time.sleep(POLL_S)
             for w in [w for w in live if w.ended() is not None]:
                 live.remove(w)
@@ -154,23 +203,28 @@ def run_parallel(
 
 
 def raise_failure(run: SuiteRun, code: int, last: str) -> None:
-    """The first worker that did not finish its run, as the diagnose's own failure."""
-    said = last.removeprefix("error: ") if last else f"exit code {code}"
+    """The first worker that did not finish its run, as the diagnose's own failure: its
+    one-line error where it wrote one (a last line that is a progress line says nothing)."""
+    said = last if last.startswith(("error: ", "internal error: ")) else ""
     if code == BAD_INPUT:
-        raise ProbeInputError(f"{run.name}: {said}")
+        raise ProbeInputError(f"{run.name}: {said.removeprefix('error: ') or 'bad input'}")
     if code in INTERRUPTED_CODES:
         raise KeyboardInterrupt(f"{run.name}'s process was interrupted")
-    raise RuntimeError(f"{run.name}'s process ended with exit code {code}: {said}")
+    if code < 0:
+        raise RuntimeError(f"{run.name}'s process was killed by {signal.Signals(-code).name}")
+    raise RuntimeError(
+        f"{run.name}'s process ended with exit code {code}: {said or 'no error line'}"
+    )
 
 
 def stop(live: list[Started]) -> None:
     """SIGTERM each live worker once and wait for it to record its run; SIGKILL what is left
     after STOP_GRACE_S (or at a second interruption of the diagnose itself)."""
-    for w in live:
-        if w.process.poll() is None:
-            w.process.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
     try:
+        for w in live:
+            if w.process.poll() is None:
+                w.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
         for w in live:
             w.process.wait(timeout=max(0.0, deadline - time.monotonic()))
     except (subprocess.TimeoutExpired, KeyboardInterrupt):

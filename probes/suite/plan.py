@@ -87,9 +87,10 @@ def prepare(
     (a diagnosed model), the group probe once on `group`; `distance` (--distance) goes to every
     probe with distance bins; `pinned` ((probe, column) → what its 'auto' parameters stand for:
     a rerun's, from its original's probe runs; the group run's is column 0's). Returns (runs,
-    skipped, the models of the columns a probe did not apply to)."""
+    skipped, the models of the columns a probe did not apply to); `runs` may be empty
+    (`require_runs`)."""
     pinned = pinned or {}
-    from probes.api.probe_base import ProbeInputError, ProbeNotApplicable  # lazy: numpy
+    from probes.api.probe_base import ProbeNotApplicable  # lazy: numpy
     from probes.framework import runner  # lazy: numpy, torch
     from probes.framework.models import ModelCache, model_name  # lazy: numpy
 
@@ -135,9 +136,15 @@ def prepare(
                 skipped.append(f"{name} ({e.reason})")
                 continue
             runs.append(SuiteRun(name, plan, None))
+    return runs, skipped, unserved
+
+
+def require_runs(runs: list[SuiteRun], skipped: list[str]) -> None:
+    """A suite with nothing left to run is bad input (ProbeInputError, one line)."""
+    from probes.api.probe_base import ProbeInputError  # lazy: numpy
+
     if not runs:
         raise ProbeInputError(f"nothing left to run (skipped: {', '.join(skipped)}); skip fewer")
-    return runs, skipped, unserved
 
 
 def own_options(common: dict, source: Any, opts: Any) -> dict:

@@ -26,7 +26,7 @@ from probes.framework.models import (
     split_models,
 )
 from probes.suite.execute import resolve_progress, run_suite
-from probes.suite.plan import check_options, column_model, ident, prepare
+from probes.suite.plan import check_options, column_model, ident, prepare, require_runs
 from probes.suite.rows import by_probe, column_rows, effects
 from probes.suite.store import auto_of, close, create, start_record
 
@@ -94,6 +94,7 @@ def diagnose_models(
     runs, skipped, unserved = prepare(
         classes, skip, sources, sources, opts, progress, argv, distance, pinned_auto
     )
+    require_runs(runs, skipped)
     lms = [column_model(runs, j, unserved) for j in range(len(sources))]
     ids = [lm.info.id for lm in lms]
     same = next((i for i in ids if ids.count(i) > 1), None)
