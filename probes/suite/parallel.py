@@ -211,7 +211,11 @@ def raise_failure(run: SuiteRun, code: int, last: str) -> None:
     if code in INTERRUPTED_CODES:
         raise KeyboardInterrupt(f"{run.name}'s process was interrupted")
     if code < 0:
-        raise RuntimeError(f"{run.name}'s process was killed by {signal.Signals(-code).name}")
+        try:
+            by = signal.Signals(-code).name
+        except ValueError:  # a signal Python has no name for
+            by = f"signal {-code}"
+        raise RuntimeError(f"{run.name}'s process was killed by {by}")
     raise RuntimeError(
         f"{run.name}'s process ended with exit code {code}: {said or 'no error line'}"
     )
