@@ -40,10 +40,15 @@ def test_each_entry_names_a_shipped_run_with_the_kernels_and_threads_it_recorded
 @pytest.mark.parametrize(
     "entry", [e for e in INDEX if "runs" in e], ids=lambda e: e["name"]
 )  # fmt: skip
-def test_a_diagnose_entry_lists_each_of_its_probe_runs_and_their_walls_sum_to_its_own(entry):
+def test_a_diagnose_entry_lists_each_of_its_probe_runs_and_they_fit_in_its_wall(entry):
     summary = json.loads((REAL / entry["dir"] / "summary.json").read_text(encoding="utf-8"))
     assert sorted(r["probe"] for r in entry["runs"]) == sorted(summary["runs"])
     assert all(r["probe"] in registry.names() for r in entry["runs"])
     assert all(r["command"][:3] == ["probe", "run", r["probe"]] for r in entry["runs"])
-    total = sum(minutes(r["wall"]) for r in entry["runs"])
-    assert total == pytest.approx(minutes(entry["wall"]), abs=0.01)
+    walls = [minutes(r["wall"]) for r in entry["runs"]]
+    total, jobs = minutes(entry["wall"]), entry.get("jobs", 1)
+    assert max(walls) <= total + 0.01
+    if jobs == 1:  # one probe run after another: together they are the diagnose's wall
+        assert sum(walls) == pytest.approx(total, abs=0.01)
+    else:  # side by side: together at most `jobs` of them at every moment of its wall
+        assert sum(walls) <= jobs * total + 0.01
