@@ -346,6 +346,49 @@ def test_a_probe_run_times_its_own_execution_not_the_probes_before_it(
     assert doc["elapsed_s"] >= DAY * (len(elapsed) - 1)
 
 
+def test_a_resumed_diagnose_records_the_time_and_memory_of_all_its_sittings(
+    models, tmp_path, monkeypatch
+):
+    """A clock that jumps a day in the first sitting (interrupted inside its probe) and two days
+    in the second: run.json lists both sittings, its elapsed_s and summary.json's are their sum
+    (not the last sitting's), and the peak an earlier sitting recorded stays when larger."""
+    import time
+
+    from probes.framework import runner
+
+    DAY = 86_400.0
+    real_clock, real_execute = time.perf_counter, runner.execute
+    jumped = [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: real_clock() + jumped[0])
+
+    def interrupted(plan, **kw):
+        jumped[0] += DAY
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "execute", interrupted)
+    r = CliRunner().invoke(cli, ["diagnose", "--model", str(models["m"]), "--quick",
+                                 *ONLY_FACT_SWAP, "--out", str(tmp_path)])  # fmt: skip
+    assert r.exit_code == 130
+    (run_dir,) = (tmp_path / "diagnose").glob("*/*")
+    first = json.loads((run_dir / "run.json").read_text())
+    assert first["status"] == "interrupted" and DAY <= first["elapsed_s"] < DAY + 600
+    first["peak_rss_mb"] = 1 << 30  # as if the first sitting had held more than this one will
+    (run_dir / "run.json").write_text(json.dumps(first))
+
+    def after_two_days(plan, **kw):
+        jumped[0] += 2 * DAY
+        return real_execute(plan, **kw)
+
+    monkeypatch.setattr(runner, "execute", after_two_days)
+    r = invoke("diagnose", "--resume", run_dir, "--json")
+    assert r.exit_code == 0, r.stderr
+    record = json.loads((run_dir / "run.json").read_text())
+    one, two = record["sittings_s"]
+    assert one == first["elapsed_s"] and 2 * DAY <= two < 2 * DAY + 600
+    assert record["elapsed_s"] == json.loads(r.stdout)["elapsed_s"] == round(one + two, 3)
+    assert record["peak_rss_mb"] == 1 << 30
+
+
 ONLY_CONTEXT_SWEEP = probe_smoke.skip_all_but("context-sweep")
 
 

@@ -3,6 +3,8 @@
 import datetime as dt
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -55,6 +57,33 @@ def test_a_finished_run_records_at_least_the_memory_it_held(tmp_path):
     written = json.loads((rd.path / "run.json").read_text())
     assert written["peak_rss_mb"] >= 64 and written["status"] == "complete"
     del held
+
+
+def test_the_peak_counts_a_worker_process_that_held_more_than_this_one():
+    """A diagnose's --jobs workers hold the model and its scores in their own processes: the
+    recorded peak must cover the largest of them, not the parent that waited for them."""
+    own = results.peak_rss_mb()
+    held = own + 128  # MB, every page touched: more than this process ever held
+    subprocess.run([sys.executable, "-c", f"b = b'x' * ({held} << 20)"], check=True)
+    assert results.peak_rss_mb() >= held > own
+
+
+def test_an_interrupted_run_records_how_long_it_ran_and_its_peak(tmp_path):
+    rd = results.RunDir.create(tmp_path, "p", "m")
+    with pytest.raises(KeyboardInterrupt), rd.recording({"status": "running"}):
+        raise KeyboardInterrupt
+    written = json.loads((rd.path / "run.json").read_text())
+    assert written["status"] == "interrupted" and written["peak_rss_mb"] > 0
+    assert 0 <= written["elapsed_s"] < 60 and "sittings_s" not in written
+
+
+def test_a_resumed_run_sums_its_sittings_and_a_lost_one_leaves_a_lower_bound():
+    assert results.add_sitting({}, 2.5) == 2.5  # a run that never resumed: one sitting
+    record = {"sittings_s": [10.0, None]}  # the second sitting's process was killed
+    assert results.add_sitting(record, 2.5) == 12.5
+    assert record["sittings_s"] == [10.0, None, 2.5]
+    assert results.larger_peak({"peak_rss_mb": 1 << 30}) == 1 << 30  # an earlier sitting's
+    assert results.larger_peak({}) == results.peak_rss_mb()
 
 
 def test_npz_loads_without_pickle(tmp_path):

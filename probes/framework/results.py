@@ -3,7 +3,8 @@
     results/<probe>/<model-id>/<UTC-time>-<8 hex>/
         run.json        provenance: argv, probe + version, params, model path/sha256/config,
                         eval geometry, dtype, evaluator, threads, seeds, git commit + dirty flag,
-                        package / synth / library versions, device, status
+                        package / synth / library versions, device, status; at its end
+                        (or interruption) elapsed_s and peak_rss_mb
         summary.json    the summary `probe run --json` prints (metrics with CIs, bins, checks)
         samples.jsonl   one line per pair, appended (and flushed) as the run goes, so an
                         interrupted run keeps what it did
@@ -27,6 +28,7 @@ import json
 import re
 import secrets
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -177,25 +179,29 @@ class RunDir:
             lock.release()
             _remove_if_empty(self.path)
             raise
+        began = time.perf_counter()
         try:
             yield record
         except KeyboardInterrupt:
             record["status"] = "interrupted"
-            self._record_end(record)
+            self._record_end(record, time.perf_counter() - began)
             raise
         except BaseException as e:
             record["status"] = "error"
             record["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:500]
-            self._record_end(record)
+            self._record_end(record, time.perf_counter() - began)
             raise
         finally:
             self.close()
             lock.release()  # a killed run keeps its unlocked .lock: "dead"
 
-    def _record_end(self, record: dict) -> None:
+    def _record_end(self, record: dict, seconds: float) -> None:
         """A run that did not finish: no summary.json (it must never read as complete), and
-        run.json saying how it ended, if the disk still takes it."""
+        run.json saying how it ended, how long it ran (`seconds` this sitting) and its peak
+        memory, if the disk still takes it."""
         (self.path / "summary.json").unlink(missing_ok=True)
+        record["elapsed_s"] = add_sitting(record, seconds)
+        record["peak_rss_mb"] = larger_peak(record)
         try:
             self.write_json("run.json", record)
         except RunWriteError:  # a full disk has no room for the temporary copy: rewrite in place
@@ -206,13 +212,14 @@ class RunDir:
                 pass  # run.json stays "running"; with the lock released the run reads as dead
 
     def finish(self, record: dict, *, passed: bool, elapsed_s: float) -> None:
-        """The run ended: "complete", or "failed-check" when one of its own checks failed."""
+        """The run ended: "complete", or "failed-check" when one of its own checks failed;
+        `elapsed_s`: its whole time (a resumed run's: `add_sitting`)."""
         with self.writing("samples.jsonl"):  # its last bytes on disk before "complete"
             self._close_samples()
         scored_chunks.remove(self.path)
         record["status"] = "complete" if passed else "failed-check"
         record["elapsed_s"] = elapsed_s
-        record["peak_rss_mb"] = peak_rss_mb()
+        record["peak_rss_mb"] = larger_peak(record)
         self.write_json("run.json", record)
 
     def _close_samples(self) -> None:
@@ -348,12 +355,33 @@ def load_samples(path: Path) -> list[dict]:
 
 
 def peak_rss_mb() -> int | None:
-    """The process's peak resident memory so far, in MB (None where the OS does not say): what a
-    run needed, for the next one sized like it. A diagnose's probe runs share one process, so a
-    later run's figure includes the runs before it."""
+    """The peak resident memory so far of this process or of any process it started and waited
+    for (a diagnose's `--jobs` workers), whichever is larger, in MB (None where the OS does not
+    say): what a run needed, for the next one sized like it. A diagnose's probe runs in one
+    process share it, so a later run's figure includes the runs before it."""
     try:
         import resource
     except ImportError:  # not on this OS
         return None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = max(resource.getrusage(who).ru_maxrss
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))  # fmt: skip
     return round(peak / (1 << 20 if sys.platform == "darwin" else 1 << 10))  # bytes there, KiB here
+
+
+def larger_peak(record: dict) -> int | None:
+    """The run's peak memory: this process's, or the peak `record` carries from the earlier
+    sittings of a resumed run when that was larger."""
+    peaks = [p for p in (record.get("peak_rss_mb"), peak_rss_mb()) if isinstance(p, int)]
+    return max(peaks) if peaks else None
+
+
+def add_sitting(record: dict, seconds: float) -> float:
+    """The run's elapsed seconds with this sitting's `seconds` counted. A resumed run's record
+    carries `sittings_s` (each earlier sitting's seconds, null for one that ended without
+    recording them: a killed process), which this sitting joins; its total is their sum, a
+    lower bound when one is null. A run that never resumed is one sitting."""
+    seconds = round(seconds, 3)
+    if "sittings_s" not in record:
+        return seconds
+    record["sittings_s"] = [*record["sittings_s"], seconds]
+    return round(sum(s for s in record["sittings_s"] if s is not None), 3)

@@ -15,6 +15,7 @@ from probes.framework.results import (
     FINISHED,
     RunDir,
     RunDirError,
+    add_sitting,
     dumps,
     load_samples,
     read_json,
@@ -201,7 +202,7 @@ def _finished_threads(path: Path) -> int | None:
 def close(run_dir, record: dict, summary: dict, runs: list[SuiteRun], t0: float, plot) -> dict:
     """summary.json and the finished run.json (inside `run_dir.recording`)."""
     summary["passed"] = all(r.summary["passed"] for r in runs)
-    summary["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    summary["elapsed_s"] = add_sitting(record, time.perf_counter() - t0)
     summary["row_docs"] = ROW_DOCS
     summary["plots"] = [plot] if plot else []
     run_dir.write_json("summary.json", summary)
@@ -223,7 +224,23 @@ def reopen(path: Path, record: dict):
     record["started_utc"] = before.get("started_utc", record["started_utc"])
     record["resumed_utc"] = [*before.get("resumed_utc", []), time.strftime(
         "%Y-%m-%dT%H:%M:%SZ", time.gmtime())]  # fmt: skip
+    record["sittings_s"] = earlier_sittings(before)
+    if isinstance(before.get("peak_rss_mb"), int):
+        record["peak_rss_mb"] = before["peak_rss_mb"]  # this sitting's replaces it if larger
     return RunDir(path)
+
+
+def earlier_sittings(before: dict) -> list[float | None]:
+    """The seconds of each sitting the run.json `before` covers (its start and each resume),
+    null for one that did not record its end: a process killed outright, or a run written before
+    run.json counted sittings (its one elapsed_s, when it never resumed, is its first)."""
+    count = 1 + len(before.get("resumed_utc") or [])
+    known = before.get("sittings_s")
+    if not isinstance(known, list):
+        known = [before.get("elapsed_s")] if count == 1 else []
+    known = [s if isinstance(s, (int, float)) and not isinstance(s, bool) else None
+             for s in known[:count]]  # fmt: skip
+    return known + [None] * (count - len(known))
 
 
 def create(opts, model_id: str):
