@@ -70,11 +70,13 @@ def test_probes_run_side_by_side_give_the_rows_of_one_process_bit_for_bit(
     assert doc["verdicts"] == one_process["verdicts"]
     assert sorted(doc["runs"]) == sorted(one_process["runs"]) == sorted(probe_smoke.diagnosed())
     run_dir = Path(doc["run_dir"])
-    assert json.loads((run_dir / "run.json").read_text())["status"] == "complete"
+    diagnosed = json.loads((run_dir / "run.json").read_text())
+    assert diagnosed["status"] == "complete"
     for name, rel in doc["runs"].items():  # each probe ran in a worker of its own
         record = json.loads((run_dir / rel / "run.json").read_text())
         assert ran_alone(record, name)
         assert record["threads"] == 1
+        assert diagnosed["peak_rss_mb"] >= record["peak_rss_mb"]  # its workers' peaks count
 
 
 def test_a_resumed_diagnose_keeps_finished_probes_and_runs_the_rest_side_by_side(

@@ -389,6 +389,22 @@ def test_a_resumed_diagnose_records_the_time_and_memory_of_all_its_sittings(
     assert record["peak_rss_mb"] == 1 << 30
 
 
+@pytest.mark.parametrize(
+    "before, sittings",
+    [
+        ({"status": "interrupted", "elapsed_s": 5.0}, [5.0]),  # its one sitting
+        ({"status": "running"}, [None]),  # killed outright: its end never recorded
+        ({"resumed_utc": ["a", "b"]}, [None, None, None]),  # recorded before sittings counted
+        ({"resumed_utc": ["a", "b"], "sittings_s": [1.0, 2.0]}, [1.0, 2.0, None]),  # 3rd killed
+        ({"resumed_utc": ["a"], "sittings_s": [True, -1.0, 3.0]}, [None, None]),  # malformed
+    ],
+)
+def test_a_resume_knows_each_earlier_sitting_or_says_it_does_not(before, sittings):
+    from probes.suite.store import earlier_sittings
+
+    assert earlier_sittings(before) == sittings
+
+
 ONLY_CONTEXT_SWEEP = probe_smoke.skip_all_but("context-sweep")
 
 

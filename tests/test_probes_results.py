@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -69,21 +70,36 @@ def test_the_peak_counts_a_worker_process_that_held_more_than_this_one():
 
 
 def test_an_interrupted_run_records_how_long_it_ran_and_its_peak(tmp_path):
+    """Its time counts from `began` (a run's preparation precedes its recording) as a finished
+    run's does."""
     rd = results.RunDir.create(tmp_path, "p", "m")
-    with pytest.raises(KeyboardInterrupt), rd.recording({"status": "running"}):
+    began = time.perf_counter() - 100.0
+    with pytest.raises(KeyboardInterrupt), rd.recording({"status": "running"}, began=began):
         raise KeyboardInterrupt
     written = json.loads((rd.path / "run.json").read_text())
     assert written["status"] == "interrupted" and written["peak_rss_mb"] > 0
-    assert 0 <= written["elapsed_s"] < 60 and "sittings_s" not in written
+    assert 100.0 <= written["elapsed_s"] < 160.0 and "sittings_s" not in written
 
 
-def test_a_resumed_run_sums_its_sittings_and_a_lost_one_leaves_a_lower_bound():
+def test_a_resumed_run_counts_each_sitting_once_and_a_lost_one_leaves_a_lower_bound():
     assert results.add_sitting({}, 2.5) == 2.5  # a run that never resumed: one sitting
-    record = {"sittings_s": [10.0, None]}  # the second sitting's process was killed
+    record = {"sittings_s": [10.0, None], "resumed_utc": ["first", "second"]}  # 2nd was killed
     assert results.add_sitting(record, 2.5) == 12.5
     assert record["sittings_s"] == [10.0, None, 2.5]
+    assert results.add_sitting(record, 3.0) == 13.0  # its end recorded twice (a failed write,
+    assert record["sittings_s"] == [10.0, None, 3.0]  # then the interruption): counted once
     assert results.larger_peak({"peak_rss_mb": 1 << 30}) == 1 << 30  # an earlier sitting's
-    assert results.larger_peak({}) == results.peak_rss_mb()
+    assert results.larger_peak({"peak_rss_mb": True}) == results.peak_rss_mb()
+
+
+@pytest.mark.parametrize(
+    "value, peak, seconds",
+    [(2753, 2753, 2753.0), (2753.4, 2753, 2753.4), (True, None, None), (-1, None, None),
+     (float("nan"), None, None), ("2753", None, None), (None, None, None)],
+)  # fmt: skip
+def test_only_a_finite_non_negative_number_reads_as_a_recorded_peak_or_time(value, peak, seconds):
+    assert results.recorded_peak(value) == peak
+    assert results.recorded_seconds(value) == seconds
 
 
 def test_npz_loads_without_pickle(tmp_path):

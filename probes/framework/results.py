@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import re
 import secrets
 import sys
@@ -165,13 +166,15 @@ class RunDir:
             atomic_write_with(self.path / name, write)
 
     @contextmanager
-    def recording(self, record: dict):
+    def recording(self, record: dict, began: float | None = None):
         """Write run.json (status "running") and run the block, holding the directory's lock
         (`txl.run_dir.DirLock`) while it runs, so that a reader can tell a live run from a dead
         one (`is_live`). A block that ends by an interruption (SIGINT, SIGTERM) or an error
         leaves run.json saying so ("interrupted", "error" with the reason, when run.json can
         still be written) and no summary.json; the files are closed however it ends. If not even
-        the first run.json can be written, the directory is removed. The block calls `finish`."""
+        the first run.json can be written, the directory is removed. The block calls `finish`.
+        `began`: the `time.perf_counter()` the run's time counts from (default: now), so that an
+        interrupted run's elapsed_s counts what a finished one's would, its preparation too."""
         lock = DirLock(self.path, HOLDER).acquire()
         try:
             self.write_json("run.json", record)
@@ -179,7 +182,7 @@ class RunDir:
             lock.release()
             _remove_if_empty(self.path)
             raise
-        began = time.perf_counter()
+        began = time.perf_counter() if began is None else began
         try:
             yield record
         except KeyboardInterrupt:
@@ -371,17 +374,33 @@ def peak_rss_mb() -> int | None:
 def larger_peak(record: dict) -> int | None:
     """The run's peak memory: this process's, or the peak `record` carries from the earlier
     sittings of a resumed run when that was larger."""
-    peaks = [p for p in (record.get("peak_rss_mb"), peak_rss_mb()) if isinstance(p, int)]
+    peaks = [p for p in (recorded_peak(record.get("peak_rss_mb")), peak_rss_mb()) if p is not None]
     return max(peaks) if peaks else None
+
+
+def recorded_peak(value: Any) -> int | None:
+    """A peak_rss_mb a run.json holds, None unless it reads as one (a count of MB)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return round(value) if math.isfinite(value) and value >= 0 else None
+
+
+def recorded_seconds(value: Any) -> float | None:
+    """Seconds a run.json holds, None unless they read as such (finite, not negative)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
 
 
 def add_sitting(record: dict, seconds: float) -> float:
     """The run's elapsed seconds with this sitting's `seconds` counted. A resumed run's record
     carries `sittings_s` (each earlier sitting's seconds, null for one that ended without
-    recording them: a killed process), which this sitting joins; its total is their sum, a
-    lower bound when one is null. A run that never resumed is one sitting."""
+    recording them: a killed process), which this sitting joins once, however often it ends
+    (a failed last write, then the interruption); its total is their sum, a lower bound when
+    one is null. A run that never resumed is one sitting."""
     seconds = round(seconds, 3)
     if "sittings_s" not in record:
         return seconds
-    record["sittings_s"] = [*record["sittings_s"], seconds]
+    this = len(record.get("resumed_utc") or [])  # its place: one sitting per start and resume
+    record["sittings_s"] = [*record["sittings_s"][:this], seconds]
     return round(sum(s for s in record["sittings_s"] if s is not None), 3)

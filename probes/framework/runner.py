@@ -286,7 +286,7 @@ def _execute(
             # relative to this run's directory: both move together inside a diagnose
             where = os.path.relpath(Path(kept[0]).resolve(), run_dir.path.resolve())
             record["kept_samples"] = {"from": where, "samples": len(kept[1])}
-        with run_dir.recording(record):
+        with run_dir.recording(record, began=started - p.prepare_s):
             ctx.run_dir = run_dir
             ctx.log(f"run directory {run_dir.path}")
             if options.dtype == "bfloat16":

@@ -96,7 +96,7 @@ def diagnose(
         left = left_to_run(runs, None if resume is None else Path(resume))
         check_memory(min(jobs, len(left)), lm, geometry)
     run_dir = create(opts, lm.info.id) if resume is None else reopen(Path(resume), record)
-    with run_dir.recording(record):
+    with run_dir.recording(record, began=t0):
         progress.log(f"diagnose: run directory {run_dir.path}")
         if jobs > 1:
             run_parallel(runs, run_dir, progress, jobs, worker, keep=resume is not None)

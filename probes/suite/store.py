@@ -19,6 +19,8 @@ from probes.framework.results import (
     dumps,
     load_samples,
     read_json,
+    recorded_peak,
+    recorded_seconds,
     safe_id,
     status,
 )
@@ -203,6 +205,8 @@ def close(run_dir, record: dict, summary: dict, runs: list[SuiteRun], t0: float,
     """summary.json and the finished run.json (inside `run_dir.recording`)."""
     summary["passed"] = all(r.summary["passed"] for r in runs)
     summary["elapsed_s"] = add_sitting(record, time.perf_counter() - t0)
+    peaks = [recorded_peak(record.get("peak_rss_mb")), *probe_run_peaks(run_dir.path)]
+    record["peak_rss_mb"] = max((p for p in peaks if p is not None), default=None)
     summary["row_docs"] = ROW_DOCS
     summary["plots"] = [plot] if plot else []
     run_dir.write_json("summary.json", summary)
@@ -225,8 +229,8 @@ def reopen(path: Path, record: dict):
     record["resumed_utc"] = [*before.get("resumed_utc", []), time.strftime(
         "%Y-%m-%dT%H:%M:%SZ", time.gmtime())]  # fmt: skip
     record["sittings_s"] = earlier_sittings(before)
-    if isinstance(before.get("peak_rss_mb"), int):
-        record["peak_rss_mb"] = before["peak_rss_mb"]  # this sitting's replaces it if larger
+    if recorded_peak(before.get("peak_rss_mb")) is not None:  # this sitting's replaces it if larger
+        record["peak_rss_mb"] = recorded_peak(before["peak_rss_mb"])
     return RunDir(path)
 
 
@@ -238,9 +242,23 @@ def earlier_sittings(before: dict) -> list[float | None]:
     known = before.get("sittings_s")
     if not isinstance(known, list):
         known = [before.get("elapsed_s")] if count == 1 else []
-    known = [s if isinstance(s, (int, float)) and not isinstance(s, bool) else None
-             for s in known[:count]]  # fmt: skip
+    known = [recorded_seconds(s) for s in known[:count]]
     return known + [None] * (count - len(known))
+
+
+def probe_run_peaks(path: Path) -> list[int]:
+    """The peak_rss_mb each probe run under a diagnose's `runs/` recorded, finished or not: the
+    workers of a sitting that was killed before it could record its own."""
+    peaks = []
+    for run_json in Path(path).glob("runs/*/*/*/run.json"):
+        try:
+            record = read_json(run_json)
+        except (FileRefused, OSError):
+            continue
+        peak = recorded_peak(record.get("peak_rss_mb")) if isinstance(record, dict) else None
+        if peak is not None:
+            peaks.append(peak)
+    return peaks
 
 
 def create(opts, model_id: str):
