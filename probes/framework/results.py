@@ -371,25 +371,24 @@ def peak_rss_mb() -> int | None:
     return round(peak / (1 << 20 if sys.platform == "darwin" else 1 << 10))  # bytes there, KiB here
 
 
-def larger_peak(record: dict) -> int | None:
-    """The run's peak memory: this process's, or the peak `record` carries from the earlier
-    sittings of a resumed run when that was larger."""
-    peaks = [p for p in (recorded_peak(record.get("peak_rss_mb")), peak_rss_mb()) if p is not None]
-    return max(peaks) if peaks else None
+def larger_peak(record: dict, *others: int | None) -> int | None:
+    """The run's peak memory: the largest of this process's, the peak `record` carries from the
+    earlier sittings of a resumed run, and `others` (what its sub-runs recorded)."""
+    peaks = [recorded_peak(record.get("peak_rss_mb")), peak_rss_mb(), *others]
+    return max((p for p in peaks if p is not None), default=None)
 
 
-def recorded_peak(value: Any) -> int | None:
-    """A peak_rss_mb a run.json holds, None unless it reads as one (a count of MB)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return round(value) if math.isfinite(value) and value >= 0 else None
-
-
-def recorded_seconds(value: Any) -> float | None:
-    """Seconds a run.json holds, None unless they read as such (finite, not negative)."""
+def recorded_number(value: Any) -> float | None:
+    """A time or a peak a run.json holds, None unless it reads as one (finite, not negative)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+def recorded_peak(value: Any) -> int | None:
+    """A peak_rss_mb a run.json holds, in whole MB; None unless it reads as one."""
+    number = recorded_number(value)
+    return None if number is None else round(number)
 
 
 def add_sitting(record: dict, seconds: float) -> float:

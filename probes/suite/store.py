@@ -17,10 +17,11 @@ from probes.framework.results import (
     RunDirError,
     add_sitting,
     dumps,
+    larger_peak,
     load_samples,
     read_json,
+    recorded_number,
     recorded_peak,
-    recorded_seconds,
     safe_id,
     status,
 )
@@ -205,8 +206,7 @@ def close(run_dir, record: dict, summary: dict, runs: list[SuiteRun], t0: float,
     """summary.json and the finished run.json (inside `run_dir.recording`)."""
     summary["passed"] = all(r.summary["passed"] for r in runs)
     summary["elapsed_s"] = add_sitting(record, time.perf_counter() - t0)
-    peaks = [recorded_peak(record.get("peak_rss_mb")), *probe_run_peaks(run_dir.path)]
-    record["peak_rss_mb"] = max((p for p in peaks if p is not None), default=None)
+    record["peak_rss_mb"] = larger_peak(record, *probe_run_peaks(run_dir.path))
     summary["row_docs"] = ROW_DOCS
     summary["plots"] = [plot] if plot else []
     run_dir.write_json("summary.json", summary)
@@ -229,8 +229,9 @@ def reopen(path: Path, record: dict):
     record["resumed_utc"] = [*before.get("resumed_utc", []), time.strftime(
         "%Y-%m-%dT%H:%M:%SZ", time.gmtime())]  # fmt: skip
     record["sittings_s"] = earlier_sittings(before)
-    if recorded_peak(before.get("peak_rss_mb")) is not None:  # this sitting's replaces it if larger
-        record["peak_rss_mb"] = recorded_peak(before["peak_rss_mb"])
+    earlier_peak = recorded_peak(before.get("peak_rss_mb"))
+    if earlier_peak is not None:  # this sitting's replaces it if larger
+        record["peak_rss_mb"] = earlier_peak
     return RunDir(path)
 
 
@@ -242,7 +243,7 @@ def earlier_sittings(before: dict) -> list[float | None]:
     known = before.get("sittings_s")
     if not isinstance(known, list):
         known = [before.get("elapsed_s")] if count == 1 else []
-    known = [recorded_seconds(s) for s in known[:count]]
+    known = [recorded_number(s) for s in known[:count]]
     return known + [None] * (count - len(known))
 
 
